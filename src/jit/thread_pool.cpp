@@ -1,0 +1,117 @@
+#include "jit/thread_pool.h"
+
+#include <kiln/options.h>
+
+#include <algorithm>
+
+namespace kiln {
+
+ThreadPool::ThreadPool(int num_threads) { start_workers(std::max(1, num_threads)); }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+ThreadPool& ThreadPool::global() {
+  static ThreadPool pool(global_options().num_threads);
+  return pool;
+}
+
+void ThreadPool::start_workers(int n) {
+  num_threads_ = n;
+  stop_ = false;
+  for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+void ThreadPool::stop_workers() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+void ThreadPool::set_num_threads(int n) {
+  std::lock_guard<std::mutex> job(job_mu_);
+  stop_workers();
+  start_workers(std::max(1, n));
+}
+
+void ThreadPool::run_chunks(const RangeFn* fn, int64_t n, int64_t chunk) {
+  for (;;) {
+    int64_t begin = next_.fetch_add(chunk);
+    if (begin >= n) return;
+    int64_t end = std::min(n, begin + chunk);
+    try {
+      (*fn)(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+}
+
+void ThreadPool::worker_loop() {
+  uint64_t seen = 0;
+  for (;;) {
+    const RangeFn* fn = nullptr;
+    int64_t n = 0, chunk = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (!fn_) continue;  // woke after that job had already finished
+      fn = fn_;
+      n = n_;
+      chunk = chunk_;
+      ++busy_workers_;
+    }
+    run_chunks(fn, n, chunk);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --busy_workers_;
+    }
+    done_cv_.notify_all();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  if (num_threads_ <= 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
+  if (!job.owns_lock()) {
+    busy_fallbacks_.fetch_add(1);
+    fn(0, n);
+    return;
+  }
+  // About four chunks per thread balances load without much scheduling cost.
+  int64_t chunks = std::min<int64_t>(n / grain, int64_t{4} * num_threads_);
+  chunks = std::max<int64_t>(1, chunks);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    n_ = n;
+    chunk_ = (n + chunks - 1) / chunks;
+    next_.store(0);
+    error_ = nullptr;
+    ++generation_;
+  }
+  work_cv_.notify_all();
+  run_chunks(&fn, n, chunk_);
+  std::exception_ptr err;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Every worker that took this job's parameters is counted in busy_workers_.
+    done_cv_.wait(lock, [&] { return busy_workers_ == 0; });
+    err = error_;
+    fn_ = nullptr;
+  }
+  if (err) std::rethrow_exception(err);
+}
+
+}  // namespace kiln
