@@ -1,0 +1,177 @@
+#include "ir/node.h"
+
+#include "support/check.h"
+
+#include <xxhash.h>
+
+#include <cmath>
+#include <cstring>
+#include <unordered_set>
+
+namespace kiln::ir {
+
+namespace {
+
+struct Hasher {
+  XXH3_state_t* st = XXH3_createState();
+  Hasher() { XXH3_64bits_reset(st); }
+  ~Hasher() { XXH3_freeState(st); }
+  template <typename T>
+  void add(const T& v) {
+    XXH3_64bits_update(st, &v, sizeof(T));
+  }
+  void add_vec(const std::vector<int64_t>& v) {
+    add(v.size());
+    if (!v.empty()) XXH3_64bits_update(st, v.data(), v.size() * sizeof(int64_t));
+  }
+  uint64_t digest() { return XXH3_64bits_digest(st); }
+};
+
+thread_local std::string tls_loc;
+
+}  // namespace
+
+bool Attrs::operator==(const Attrs& o) const {
+  if (arg != o.arg || axis != o.axis || perm != o.perm || axes != o.axes || starts != o.starts ||
+      steps != o.steps)
+    return false;
+  for (int i = 0; i < 2; ++i)
+    if (conv.stride[i] != o.conv.stride[i] || conv.padding[i] != o.conv.padding[i] ||
+        conv.dilation[i] != o.conv.dilation[i])
+      return false;
+  if (conv.groups != o.conv.groups) return false;
+  if ((data == nullptr) != (o.data == nullptr)) return false;
+  if (data && data != o.data && (data->hash != o.data->hash || data->bytes != o.data->bytes))
+    return false;
+  return true;
+}
+
+double Node::constant_at(int64_t i) const {
+  KILN_CHECK(op == Op::Constant && attrs.data);
+  const uint8_t* p = attrs.data->bytes.data() + i * dtype_size(dtype);
+  switch (dtype) {
+    case DType::f32: { float v; std::memcpy(&v, p, 4); return v; }
+    case DType::f64: { double v; std::memcpy(&v, p, 8); return v; }
+    case DType::f16: {
+      uint16_t h; std::memcpy(&h, p, 2);
+      uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 31, man = h & 1023;
+      double v;
+      if (exp == 0) v = std::ldexp(static_cast<double>(man), -24);
+      else if (exp == 31) v = man ? NAN : INFINITY;
+      else v = std::ldexp(static_cast<double>(man | 1024), static_cast<int>(exp) - 25);
+      return sign ? -v : v;
+    }
+    case DType::bf16: {
+      uint16_t h; std::memcpy(&h, p, 2);
+      uint32_t bits = static_cast<uint32_t>(h) << 16;
+      float f; std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    case DType::i8: return static_cast<int8_t>(*p);
+    case DType::i32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::i64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case DType::boolean: return *p ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+NodePtr make_node(Op op, DType dtype, Shape shape, std::vector<NodePtr> inputs, Attrs attrs,
+                  Composite tag) {
+  auto n = std::make_shared<Node>();
+  n->op = op;
+  n->dtype = dtype;
+  n->shape = std::move(shape);
+  n->inputs = std::move(inputs);
+  n->attrs = std::move(attrs);
+  n->tag = tag;
+  n->loc = tls_loc;
+  Hasher h;
+  h.add(op);
+  h.add(dtype);
+  h.add(tag);
+  h.add(n->shape.size());
+  for (const Dim& d : n->shape) {
+    h.add(d.value);
+    h.add(d.sym);
+  }
+  h.add(n->inputs.size());
+  for (const NodePtr& in : n->inputs) {
+    KILN_CHECK(in != nullptr) << "null input to " << op_name(op);
+    h.add(in->hash);
+  }
+  const Attrs& a = n->attrs;
+  h.add(a.arg);
+  h.add(a.axis);
+  h.add_vec(a.perm);
+  h.add_vec(a.axes);
+  h.add_vec(a.starts);
+  h.add_vec(a.steps);
+  if (op == Op::Conv2d) {
+    for (int i = 0; i < 2; ++i) {
+      h.add(a.conv.stride[i]);
+      h.add(a.conv.padding[i]);
+      h.add(a.conv.dilation[i]);
+    }
+    h.add(a.conv.groups);
+  }
+  if (a.data) h.add(a.data->hash);
+  n->hash = h.digest();
+  return n;
+}
+
+bool shallow_equal(const Node& a, const Node& b) {
+  if (a.hash != b.hash || a.op != b.op || a.dtype != b.dtype || a.tag != b.tag ||
+      a.shape != b.shape || a.inputs.size() != b.inputs.size())
+    return false;
+  for (size_t i = 0; i < a.inputs.size(); ++i)
+    if (a.inputs[i] != b.inputs[i]) return false;
+  return a.attrs == b.attrs;
+}
+
+NodePtr with_inputs(const NodePtr& n, std::vector<NodePtr> inputs) {
+  LocScope scope(n->loc);
+  return make_node(n->op, n->dtype, n->shape, std::move(inputs), n->attrs, n->tag);
+}
+
+std::vector<NodePtr> Graph::topo_order() const {
+  std::vector<NodePtr> order;
+  std::unordered_set<const Node*> seen;
+  // Iterative post-order DFS (graphs can be deep).
+  std::vector<std::pair<NodePtr, size_t>> stack;
+  auto visit = [&](const NodePtr& root) {
+    if (seen.count(root.get())) return;
+    stack.emplace_back(root, 0);
+    seen.insert(root.get());
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next < node->inputs.size()) {
+        const NodePtr& in = node->inputs[next++];
+        if (!seen.count(in.get())) {
+          seen.insert(in.get());
+          stack.emplace_back(in, 0);
+        }
+      } else {
+        order.push_back(node);
+        stack.pop_back();
+      }
+    }
+  };
+  for (const NodePtr& in : inputs) visit(in);
+  for (const NodePtr& out : outputs) visit(out);
+  return order;
+}
+
+uint64_t Graph::structural_hash() const {
+  Hasher h;
+  h.add(inputs.size());
+  for (const NodePtr& n : inputs) h.add(n->hash);
+  h.add(outputs.size());
+  for (const NodePtr& n : outputs) h.add(n->hash);
+  return h.digest();
+}
+
+LocScope::LocScope(std::string loc) : saved_(std::move(tls_loc)) { tls_loc = std::move(loc); }
+LocScope::~LocScope() { tls_loc = std::move(saved_); }
+const std::string& current_loc() { return tls_loc; }
+
+}  // namespace kiln::ir

@@ -1,0 +1,71 @@
+#include "ir/shape.h"
+
+#include "support/check.h"
+
+namespace kiln::ir {
+
+Shape concrete_shape(const std::vector<int64_t>& dims) {
+  Shape s;
+  s.reserve(dims.size());
+  for (int64_t d : dims) s.push_back(Dim::concrete(d));
+  return s;
+}
+
+std::vector<int64_t> concrete_dims(const Shape& s) {
+  std::vector<int64_t> d;
+  d.reserve(s.size());
+  for (const Dim& x : s) d.push_back(x.is_symbolic() ? -1 : x.value);
+  return d;
+}
+
+bool is_concrete(const Shape& s) {
+  for (const Dim& d : s)
+    if (d.is_symbolic()) return false;
+  return true;
+}
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (const Dim& d : s) {
+    KILN_CHECK(!d.is_symbolic()) << "numel of a symbolic shape";
+    n *= d.value;
+  }
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ",";
+    out += s[i].is_symbolic() ? "s" + std::to_string(s[i].sym) : std::to_string(s[i].value);
+  }
+  return out + "]";
+}
+
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> st(dims.size());
+  int64_t acc = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= dims[i] > 0 ? dims[i] : 1;
+  }
+  return st;
+}
+
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape& out) {
+  size_t n = std::max(a.size(), b.size());
+  out.assign(n, Dim::concrete(1));
+  for (size_t i = 0; i < n; ++i) {
+    const Dim* da = i < n - a.size() ? nullptr : &a[i - (n - a.size())];
+    const Dim* db = i < n - b.size() ? nullptr : &b[i - (n - b.size())];
+    bool a1 = !da || (!da->is_symbolic() && da->value == 1);
+    bool b1 = !db || (!db->is_symbolic() && db->value == 1);
+    if (a1) out[i] = db ? *db : Dim::concrete(1);
+    else if (b1) out[i] = *da;
+    else if (*da == *db) out[i] = *da;
+    else return false;
+  }
+  return true;
+}
+
+}  // namespace kiln::ir
