@@ -71,6 +71,20 @@ class Tensor {
   std::shared_ptr<const ir::Node> node_;
 };
 
+// Sets the source location ("file:line") recorded on nodes traced on this thread while it lives.
+// Front ends (Python) use it so errors and dumps point at the user's line; when none is set, the
+// C++ functions record their caller's std::source_location.
+class ScopedTraceLocation {
+ public:
+  explicit ScopedTraceLocation(std::string loc);
+  ~ScopedTraceLocation();
+  ScopedTraceLocation(const ScopedTraceLocation&) = delete;
+  ScopedTraceLocation& operator=(const ScopedTraceLocation&) = delete;
+
+ private:
+  std::string saved_;
+};
+
 // A scalar constant of the given dtype (used when a C++ number meets a Tensor).
 Tensor scalar(double value, DType dtype, Loc loc = Loc::current());
 // A constant tensor from host data (copied); the trace owns it.

@@ -173,5 +173,6 @@ uint64_t Graph::structural_hash() const {
 LocScope::LocScope(std::string loc) : saved_(std::move(tls_loc)) { tls_loc = std::move(loc); }
 LocScope::~LocScope() { tls_loc = std::move(saved_); }
 const std::string& current_loc() { return tls_loc; }
+void set_current_loc(std::string loc) { tls_loc = std::move(loc); }
 
 }  // namespace kiln::ir

@@ -101,5 +101,6 @@ class LocScope {
   std::string saved_;
 };
 const std::string& current_loc();
+void set_current_loc(std::string loc);
 
 }  // namespace kiln::ir

@@ -30,9 +30,14 @@ class CheckFailure {
   bool has_message_ = false;
 };
 
+// Lets the macros below be one expression (no dangling else): `&` binds looser than `<<`.
+struct Voidify {
+  template <typename T>
+  void operator&(T&&) {}
+};
+
 }  // namespace kiln::detail
 
 #define KILN_CHECK(cond) \
-  if (cond) {            \
-  } else                 \
-    ::kiln::detail::CheckFailure(__FILE__, __LINE__, #cond)
+  (cond) ? (void)0       \
+         : ::kiln::detail::Voidify() & ::kiln::detail::CheckFailure(__FILE__, __LINE__, #cond)

@@ -31,7 +31,9 @@ class LogMessage {
 
 }  // namespace kiln
 
-#define KILN_LOG_AT(level)                      \
-  if (!::kiln::log_enabled(::kiln::LogLevel::level)) { \
-  } else                                        \
-    ::kiln::detail::LogMessage(::kiln::LogLevel::level)
+#include "support/check.h"
+
+#define KILN_LOG_AT(level)                               \
+  !::kiln::log_enabled(::kiln::LogLevel::level)          \
+      ? (void)0                                          \
+      : ::kiln::detail::Voidify() & ::kiln::detail::LogMessage(::kiln::LogLevel::level)
