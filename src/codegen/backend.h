@@ -1,0 +1,50 @@
+// The one interface every code generator is reached through. A backend says whether it takes a
+// fused group, compiles it to a CompiledKernel (also returning the bytes the disk cache stores),
+// and loads a kernel back from those bytes.
+#pragma once
+
+#include "codegen/kernel.h"
+#include "ir/passes/fusion.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct LeafLayout {
+  bool runtime_strides = false;  // strides come from the kernel's strides argument
+  int stride_offset = 0;         // where this leaf's strides start in that array
+};
+
+struct KernelRequest {
+  const ir::FusionGroup* group = nullptr;
+  std::vector<LeafLayout> layouts;  // one per group leaf
+  std::string name;                 // readable kernel name
+  bool keep_text = false;           // keep IR and assembly (inspect, KILN_DUMP)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Everything about this backend that changes generated code (versions, target, features).
+  virtual std::string fingerprint() const = 0;
+  virtual bool can_compile(const ir::FusionGroup& g) const = 0;
+  // Compiles; `artifact` receives the relocatable bytes to cache (may be left empty).
+  virtual std::shared_ptr<CompiledKernel> compile(const KernelRequest& req,
+                                                  std::vector<uint8_t>* artifact) = 0;
+  // Loads a kernel from cached bytes; throws CompileError if they cannot be loaded.
+  virtual std::shared_ptr<CompiledKernel> load(const KernelRequest& req,
+                                               const std::vector<uint8_t>& artifact) = 0;
+};
+
+// Backends in order of preference; the first that can compile a group gets it.
+const std::vector<Backend*>& backends();
+
+// A canonical, readable description of a fused group and its leaf layouts: what the cache key
+// hashes (independent of the rest of the graph).
+std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts);
+
+}  // namespace kiln

@@ -1,0 +1,60 @@
+// describe_group: the canonical text of a fused group that the kernel cache key hashes.
+#include "codegen/backend.h"
+
+#include <kiln/dtype.h>
+
+#include <cstdio>
+#include <unordered_map>
+
+namespace kiln {
+
+namespace {
+
+std::string ints(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts) {
+  std::unordered_map<const ir::Node*, std::string> name;
+  std::string s = std::string(ir::group_kind_name(g.kind));
+  if (g.kind == ir::GroupKind::row_reduce)
+    s += " domain=" + ir::shape_str(g.domain) + " axes=" + ints(g.reduce_axes) +
+         (g.root_is_outer ? " outer" : " full");
+  s += ";";
+  for (size_t j = 0; j < g.leaves.size(); ++j) {
+    const ir::Node& l = *g.leaves[j];
+    name[&l] = "L" + std::to_string(j);
+    s += " L" + std::to_string(j) + ":" + std::string(dtype_name(l.dtype)) + ir::shape_str(l.shape) +
+         (layouts[j].runtime_strides ? "strided" : "dense") + ";";
+  }
+  int id = 0;
+  for (const auto& n : g.nodes) {
+    if (name.count(n.get())) continue;
+    std::string nm = "v" + std::to_string(id++);
+    name[n.get()] = nm;
+    s += " " + nm + "=" + std::string(ir::op_name(n->op)) + "(";
+    for (size_t i = 0; i < n->inputs.size(); ++i) s += (i ? "," : "") + name[n->inputs[i].get()];
+    s += "):" + std::string(dtype_name(n->dtype)) + ir::shape_str(n->shape);
+    const ir::Attrs& a = n->attrs;
+    if (!a.perm.empty()) s += " perm=" + ints(a.perm);
+    if (!a.axes.empty()) s += " axes=" + ints(a.axes);
+    if (!a.starts.empty()) s += " starts=" + ints(a.starts) + " steps=" + ints(a.steps);
+    if (n->op == ir::Op::Concat) s += " axis=" + std::to_string(a.axis);
+    if (n->op == ir::Op::Conv2d)
+      s += " conv=" + ints({a.conv.stride[0], a.conv.stride[1], a.conv.padding[0], a.conv.padding[1],
+                            a.conv.dilation[0], a.conv.dilation[1], a.conv.groups});
+    if (n->op == ir::Op::Constant) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " value=%.17g", n->constant_at(0));
+      s += buf;
+    }
+    s += ";";
+  }
+  return s;
+}
+
+}  // namespace kiln

@@ -1,0 +1,30 @@
+// How a fused group's work is split across threads: the parallel extent (the units a kernel's
+// [begin, end) range counts) and a grain that keeps each chunk worth a thread's wake-up.
+// Shared by every backend and by the Executable.
+#pragma once
+
+#include "ir/passes/fusion.h"
+
+#include <cstdint>
+#include <exception>
+#include <string>
+
+namespace kiln {
+
+struct Schedule {
+  int64_t extent = 0;  // units: elements (elementwise), rows (row_reduce), output rows (matmul),
+                       // output planes (conv2d)
+  int64_t grain = 1;   // minimum units per chunk
+};
+
+Schedule schedule_for(const ir::FusionGroup& g);
+
+// Thrown by code generation when a reduction in a row kernel is read at other rows than the ones
+// the kernel is computing; the caller materializes that node and fuses again.
+struct FusionRejected : std::exception {
+  explicit FusionRejected(const ir::Node* n) : node(n) {}
+  const ir::Node* node;
+  const char* what() const noexcept override { return "reduction not aligned with its row kernel"; }
+};
+
+}  // namespace kiln

@@ -1,0 +1,206 @@
+#include "ir/passes/fusion.h"
+
+#include "support/check.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace kiln::ir {
+
+std::string_view group_kind_name(GroupKind k) {
+  switch (k) {
+    case GroupKind::elementwise: return "elementwise";
+    case GroupKind::row_reduce: return "row_reduce";
+    case GroupKind::matmul: return "matmul";
+    case GroupKind::conv2d: return "conv2d";
+  }
+  return "?";
+}
+
+bool is_buffer_leaf(const Node& n) {
+  return n.op == Op::Input || (n.op == Op::Constant && !n.shape.empty());
+}
+
+bool is_inline_constant(const Node& n) {
+  if (n.op == Op::Constant) return n.shape.empty();
+  if (is_view(n.op) || n.op == Op::Cast) return is_inline_constant(*n.inputs[0]);
+  return false;
+}
+
+namespace {
+
+// Views a matmul/conv kernel can read through with affine addressing.
+bool is_affine_view(const Node& n) {
+  if (n.op == Op::Permute || n.op == Op::Expand || n.op == Op::Slice) return true;
+  if (n.op != Op::Reshape) return false;
+  // Only reshapes that insert or drop size-1 dims keep addressing affine per dim.
+  std::vector<Dim> a, b;
+  for (const Dim& d : n.inputs[0]->shape)
+    if (d.is_symbolic() || d.value != 1) a.push_back(d);
+  for (const Dim& d : n.shape)
+    if (d.is_symbolic() || d.value != 1) b.push_back(d);
+  return a == b;
+}
+
+Shape kept_shape(const Shape& domain, const std::vector<int64_t>& axes, bool keepdims) {
+  Shape s;
+  for (int64_t i = 0; i < static_cast<int64_t>(domain.size()); ++i) {
+    bool reduced = std::binary_search(axes.begin(), axes.end(), i);
+    if (!reduced) s.push_back(domain[i]);
+    else if (keepdims) s.push_back(Dim::concrete(1));
+  }
+  return s;
+}
+
+struct Builder {
+  std::vector<FusionGroup> groups;
+  std::unordered_map<const Node*, int> group_of;
+
+  int new_group(const NodePtr& n) {
+    FusionGroup g;
+    g.root = n;
+    if (n->op == Op::MatMul) g.kind = GroupKind::matmul;
+    else if (n->op == Op::Conv2d) g.kind = GroupKind::conv2d;
+    else if (is_reduce(n->op)) {
+      g.kind = GroupKind::row_reduce;
+      g.domain = n->inputs[0]->shape;
+      g.reduce_axes = n->attrs.axes;
+      g.root_is_outer = true;
+    } else {
+      g.kind = GroupKind::elementwise;
+    }
+    groups.push_back(std::move(g));
+    int id = static_cast<int>(groups.size()) - 1;
+    group_of[n.get()] = id;
+    return id;
+  }
+
+  // Whether group `gid` can compute `n` inline (all of n's users are in that group).
+  bool can_absorb(int gid, const Node& n) {
+    FusionGroup& g = groups[gid];
+    switch (g.kind) {
+      case GroupKind::matmul:
+      case GroupKind::conv2d:
+        return is_affine_view(n);
+      case GroupKind::elementwise: {
+        if (!is_reduce(n.op)) return true;
+        const Shape& in = n.inputs[0]->shape;
+        const Shape& root = g.root->shape;
+        bool full = root == in;
+        bool outer = root == kept_shape(in, n.attrs.axes, true) ||
+                     root == kept_shape(in, n.attrs.axes, false);
+        if (!full && !outer) return false;
+        g.kind = GroupKind::row_reduce;
+        g.domain = in;
+        g.reduce_axes = n.attrs.axes;
+        g.root_is_outer = !full;
+        return true;
+      }
+      case GroupKind::row_reduce:
+        if (!is_reduce(n.op)) return true;
+        return n.inputs[0]->shape == g.domain && n.attrs.axes == g.reduce_axes;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+FusionPlan fuse(const Graph& graph, const std::unordered_set<const Node*>& materialize) {
+  std::vector<NodePtr> order = graph.topo_order();
+  std::unordered_map<const Node*, std::vector<const Node*>> users;
+  for (const NodePtr& n : order)
+    for (const NodePtr& in : n->inputs) {
+      auto& u = users[in.get()];
+      if (std::find(u.begin(), u.end(), n.get()) == u.end()) u.push_back(n.get());
+    }
+  std::unordered_set<const Node*> outputs;
+  for (const NodePtr& o : graph.outputs) outputs.insert(o.get());
+
+  Builder b;
+  // Reverse topological order: every user of a node is placed before the node itself.
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const NodePtr& n = *it;
+    bool leaf = is_buffer_leaf(*n);
+    if (outputs.count(n.get())) {
+      b.new_group(n);  // outputs are stored, even when they are leaves (a copy kernel)
+      continue;
+    }
+    if (leaf || is_inline_constant(*n)) continue;  // read from buffers / emitted where used
+    bool force = materialize.count(n.get()) || n->op == Op::MatMul || n->op == Op::Conv2d;
+    const auto& us = users[n.get()];
+    int gid = -1;
+    bool same = !us.empty();
+    for (const Node* u : us) {
+      auto g = b.group_of.find(u);
+      if (g == b.group_of.end()) {
+        same = false;
+        break;
+      }
+      if (gid == -1) gid = g->second;
+      else if (gid != g->second) same = false;
+    }
+    // A node used by a matmul/conv directly or through views is read as a buffer unless it is an
+    // affine view itself; anything with users in several kernels is stored once.
+    if (!force && same && gid >= 0 && b.can_absorb(gid, *n)) {
+      b.group_of[n.get()] = gid;
+    } else if (!us.empty() || outputs.count(n.get())) {
+      b.new_group(n);
+    }
+  }
+
+  // Collect nodes and leaves per group, in topological order. Inline constants join every group
+  // that uses them.
+  for (const NodePtr& n : order) {
+    auto g = b.group_of.find(n.get());
+    if (g != b.group_of.end()) b.groups[g->second].nodes.push_back(n);
+  }
+  for (FusionGroup& g : b.groups) {
+    std::unordered_set<const Node*> have;
+    for (const NodePtr& n : g.nodes) have.insert(n.get());
+    std::vector<NodePtr> consts;
+    std::vector<NodePtr> stack;
+    for (const NodePtr& n : g.nodes)
+      for (const NodePtr& in : n->inputs)
+        if (is_inline_constant(*in)) stack.push_back(in);
+    while (!stack.empty()) {
+      NodePtr c = stack.back();
+      stack.pop_back();
+      if (!have.insert(c.get()).second) continue;
+      consts.push_back(c);
+      for (const NodePtr& in : c->inputs) stack.push_back(in);
+    }
+    // Constants have no non-constant inputs, so putting them first keeps topological order as
+    // long as they are ordered among themselves: sort by depth (inputs first).
+    std::reverse(consts.begin(), consts.end());
+    g.nodes.insert(g.nodes.begin(), consts.begin(), consts.end());
+  }
+  FusionPlan plan;
+  std::unordered_map<int, int> remap;
+  // Execution order: a group runs after the groups of its leaves. Group ids were assigned in
+  // reverse topological order of their roots, so running them in reverse id order works.
+  for (int gid = static_cast<int>(b.groups.size()) - 1; gid >= 0; --gid) {
+    FusionGroup& g = b.groups[gid];
+    std::unordered_set<const Node*> in_group;
+    for (const NodePtr& n : g.nodes) in_group.insert(n.get());
+    std::unordered_set<const Node*> seen_leaf;
+    for (const NodePtr& n : g.nodes) {
+      if (is_buffer_leaf(*n) && !seen_leaf.count(n.get())) {
+        seen_leaf.insert(n.get());
+        g.leaves.push_back(n);
+      }
+      for (const NodePtr& in : n->inputs) {
+        bool leaf = !in_group.count(in.get()) || is_buffer_leaf(*in);
+        if (leaf && !seen_leaf.count(in.get())) {
+          seen_leaf.insert(in.get());
+          g.leaves.push_back(in);
+        }
+      }
+    }
+    KILN_CHECK(!g.nodes.empty() && g.nodes.back() == g.root) << "fusion: root not last";
+    plan.groups.push_back(std::move(g));
+  }
+  return plan;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,175 @@
+#include "jit/compile.h"
+
+#include "cache/key.h"
+#include "cache/memory_cache.h"
+#include "codegen/backend.h"
+#include "ir/passes/fusion.h"
+#include "ir/passes/passes.h"
+#include "jit/device.h"
+#include "jit/dump.h"
+#include "support/check.h"
+#include "support/log.h"
+
+#include <kiln/errors.h>
+
+#include <chrono>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace kiln {
+
+namespace {
+
+struct KernelChoice {
+  std::shared_ptr<CompiledKernel> kernel;
+  Backend* backend = nullptr;
+};
+
+cache::CacheKey kernel_key(const Backend& be, const std::string& group_text) {
+  cache::KeyBuilder kb;
+  kb.add("kiln", KILN_VERSION);
+  kb.add("backend", be.fingerprint());
+  kb.add("device", cpu_info().fingerprint());
+  kb.add("group", group_text);
+  return kb.finish();
+}
+
+KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
+                        const CompileRequest& req, int index, CompileReport& report) {
+  Backend* be = nullptr;
+  for (Backend* b : backends())
+    if (b->can_compile(g)) {
+      be = b;
+      break;
+    }
+  if (!be)
+    throw CompileError("no backend in this build can compile a " +
+                       std::string(ir::group_kind_name(g.kind)) + " kernel (kiln was built without LLVM)");
+  std::string text = describe_group(g, layouts);
+  cache::CacheKey key = kernel_key(*be, text);
+  bool want_text = req.keep_text || !global_options().dump_dir.empty();
+  KernelRequest kr;
+  kr.group = &g;
+  kr.layouts = layouts;
+  kr.name = req.function_name + "_" + std::string(ir::group_kind_name(g.kind)) + "_" + std::to_string(index);
+  kr.keep_text = want_text;
+  auto& mem = cache::MemoryCache::global();
+  std::shared_ptr<CompiledKernel> k = mem.get(key);
+  if (k && (!want_text || !k->asm_text.empty())) {
+    ++report.memory_hits;
+  } else {
+    std::vector<uint8_t> artifact;
+    k = be->compile(kr, &artifact);
+    k->key = key.hex();
+    k->manifest = key.manifest();
+    ++report.compiled;
+    KILN_LOG_AT(debug) << "compiled kernel " << kr.name << " (" << be->name() << ", "
+                       << k->compile_ms << " ms, key " << k->key << ")";
+    mem.put(key, k);
+  }
+  if (!global_options().dump_dir.empty()) write_kernel_dump(global_options().dump_dir, *k, g);
+  return {k, be};
+}
+
+}  // namespace
+
+std::shared_ptr<Executable> compile_executable(const CompileRequest& req, CompileReport& report) {
+  const ir::Graph& traced = *req.graph;
+  const Signature& sig = *req.signature;
+  ir::Graph g = ir::run_pipeline(traced);
+  auto exe = std::make_shared<Executable>();
+  exe->graph_text = ir::print(g);
+
+  std::unordered_set<const ir::Node*> materialize;
+  ir::FusionPlan plan;
+  std::vector<KernelChoice> kernels;
+  std::vector<std::vector<LeafLayout>> layouts_per_group;
+  for (int attempt = 0;; ++attempt) {
+    KILN_CHECK(attempt < 64) << "fusion did not converge";
+    plan = ir::fuse(g, materialize);
+    kernels.clear();
+    layouts_per_group.clear();
+    try {
+      for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
+        const ir::FusionGroup& grp = plan.groups[gi];
+        std::vector<LeafLayout> layouts;
+        int offset = 0;
+        for (const auto& leaf : grp.leaves) {
+          LeafLayout l;
+          if (leaf->op == ir::Op::Input && !sig.args[leaf->attrs.arg].contiguous) {
+            l.runtime_strides = true;
+            l.stride_offset = offset;
+            offset += static_cast<int>(leaf->shape.size());
+          }
+          layouts.push_back(l);
+        }
+        kernels.push_back(get_kernel(grp, layouts, req, static_cast<int>(gi), report));
+        layouts_per_group.push_back(std::move(layouts));
+      }
+      break;
+    } catch (const FusionRejected& r) {
+      KILN_LOG_AT(debug) << "fusion: materializing " << ir::op_name(r.node->op)
+                         << " read across rows of its kernel";
+      materialize.insert(r.node);
+    }
+  }
+
+  // Buffer plan: graph outputs write straight into output arrays; other roots get temps.
+  std::unordered_map<const ir::Node*, BufferSlot> slot_of;
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const ir::Node* o = g.outputs[i].get();
+    OutputSpec spec;
+    spec.shape = ir::concrete_dims(o->shape);
+    spec.dtype = o->dtype;
+    auto it = slot_of.find(o);
+    if (it != slot_of.end()) spec.alias_of = it->second.index;
+    else slot_of[o] = BufferSlot{BufferSlot::Kind::output, static_cast<int>(i)};
+    exe->outputs.push_back(spec);
+  }
+  std::unordered_map<const ir::ConstantData*, int> const_index;
+  auto leaf_slot = [&](const ir::NodePtr& leaf) -> BufferSlot {
+    if (leaf->op == ir::Op::Input) return {BufferSlot::Kind::input, static_cast<int>(leaf->attrs.arg)};
+    if (leaf->op == ir::Op::Constant) {
+      auto [it, fresh] = const_index.emplace(leaf->attrs.data.get(), static_cast<int>(exe->constants.size()));
+      if (fresh) exe->constants.push_back(leaf->attrs.data);
+      return {BufferSlot::Kind::constant, it->second};
+    }
+    auto it = slot_of.find(leaf.get());
+    KILN_CHECK(it != slot_of.end()) << "leaf " << ir::op_name(leaf->op) << " used before it is computed";
+    return it->second;
+  };
+  for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
+    const ir::FusionGroup& grp = plan.groups[gi];
+    Launch l;
+    l.kernel = kernels[gi].kernel;
+    l.sched = schedule_for(grp);
+    for (size_t j = 0; j < grp.leaves.size(); ++j) {
+      l.slots.push_back(leaf_slot(grp.leaves[j]));
+      if (layouts_per_group[gi][j].runtime_strides) l.runtime_stride_args.push_back(static_cast<int>(grp.leaves[j]->attrs.arg));
+    }
+    const ir::Node* root = grp.root.get();
+    auto it = slot_of.find(root);
+    if (it == slot_of.end()) {
+      int t = static_cast<int>(exe->temp_offsets.size());
+      exe->temp_offsets.push_back(exe->temp_bytes);
+      int64_t bytes = ir::numel(root->shape) * static_cast<int64_t>(dtype_size(root->dtype));
+      exe->temp_bytes += (bytes + 63) / 64 * 64;
+      it = slot_of.emplace(root, BufferSlot{BufferSlot::Kind::temp, t}).first;
+    }
+    l.slots.push_back(it->second);
+    KernelInfo info;
+    info.name = l.kernel->name;
+    info.backend = l.kernel->backend;
+    info.key = l.kernel->key;
+    info.asm_text = l.kernel->asm_text;
+    info.source = l.kernel->source;
+    info.ops = l.kernel->ops;
+    exe->kernel_infos.push_back(std::move(info));
+    report.backends.push_back(l.kernel->backend);
+    exe->launches.push_back(std::move(l));
+  }
+  report.kernels = static_cast<int>(plan.groups.size());
+  return exe;
+}
+
+}  // namespace kiln

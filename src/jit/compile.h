@@ -1,0 +1,36 @@
+// From a traced graph and a signature to an Executable: passes, fusion, per-kernel backend
+// choice and cache lookup (memory, then disk), the buffer plan, and KILN_DUMP output.
+#pragma once
+
+#include "ir/node.h"
+#include "jit/executable.h"
+#include "jit/signature.h"
+
+#include <kiln/options.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct CompileReport {
+  int kernels = 0;
+  int compiled = 0;
+  int memory_hits = 0;
+  int disk_hits = 0;
+  std::vector<std::string> backends;   // per kernel
+  std::vector<std::string> fallbacks;  // kernels that did not take their fast path, and why
+};
+
+struct CompileRequest {
+  const ir::Graph* graph = nullptr;
+  const Signature* signature = nullptr;
+  const Options* options = nullptr;
+  std::string function_name;
+  bool keep_text = false;  // inspect(): keep IR and assembly of every kernel
+};
+
+std::shared_ptr<Executable> compile_executable(const CompileRequest& req, CompileReport& report);
+
+}  // namespace kiln

@@ -1,0 +1,74 @@
+#include "jit/executable.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace kiln {
+
+namespace {
+
+// Per-thread scratch for temps: grows to the largest plan seen, then calls allocate nothing.
+struct Arena {
+  void* data = nullptr;
+  size_t size = 0;
+  ~Arena() { std::free(data); }
+  void* get(size_t bytes) {
+    if (bytes > size) {
+      std::free(data);
+      size = (bytes + 63) / 64 * 64;
+      data = std::aligned_alloc(64, size);
+      if (!data) {
+        size = 0;
+        throw std::bad_alloc();
+      }
+    }
+    return data;
+  }
+};
+
+}  // namespace
+
+void Executable::run(std::span<const Array> inputs, std::span<Array> outs, ThreadPool& pool) const {
+  thread_local Arena arena;
+  thread_local std::vector<void*> ptrs;
+  thread_local std::vector<int64_t> strides;
+  char* temps = temp_bytes ? static_cast<char*>(arena.get(temp_bytes)) : nullptr;
+  for (const Launch& l : launches) {
+    if (l.sched.extent == 0) continue;
+    ptrs.resize(l.slots.size());
+    for (size_t i = 0; i < l.slots.size(); ++i) {
+      const BufferSlot& s = l.slots[i];
+      switch (s.kind) {
+        case BufferSlot::Kind::input: ptrs[i] = inputs[s.index].data(); break;
+        case BufferSlot::Kind::constant:
+          ptrs[i] = const_cast<uint8_t*>(constants[s.index]->bytes.data());
+          break;
+        case BufferSlot::Kind::temp: ptrs[i] = temps + temp_offsets[s.index]; break;
+        case BufferSlot::Kind::output: ptrs[i] = outs[s.index].data(); break;
+      }
+    }
+    strides.clear();
+    for (int arg : l.runtime_stride_args) {
+      const auto& st = inputs[arg].strides();
+      strides.insert(strides.end(), st.begin(), st.end());
+    }
+    KernelFn fn = l.kernel->fn;
+    void* const* p = ptrs.data();
+    const int64_t* st = strides.data();
+    if (l.sched.extent <= l.sched.grain || pool.num_threads() <= 1) {
+      fn(p, st, nullptr, 0, l.sched.extent);
+    } else {
+      pool.parallel_for(l.sched.extent, l.sched.grain,
+                        [&](int64_t b, int64_t e) { fn(p, st, nullptr, b, e); });
+    }
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].alias_of < 0) continue;
+    const Array& src = outs[outputs[i].alias_of];
+    size_t bytes = static_cast<size_t>(src.numel()) * dtype_size(src.dtype());
+    if (bytes) std::memcpy(outs[i].data(), src.data(), bytes);
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,39 @@
+// The signature of a call: per argument dtype, shape, stride class and alignment class; the
+// device. Executables are memoized by signature. A SpecializationPolicy turns the arguments of a
+// call into the signature to look up (exact dims now; symbolic dims slot in here).
+#pragma once
+
+#include <kiln/array.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct ArgSig {
+  DType dtype = DType::f32;
+  bool contiguous = true;
+  bool aligned = true;  // data pointer 64-byte aligned
+  std::vector<int64_t> shape;
+  bool operator==(const ArgSig& o) const {
+    return dtype == o.dtype && contiguous == o.contiguous && aligned == o.aligned && shape == o.shape;
+  }
+};
+
+struct Signature {
+  std::vector<ArgSig> args;
+  uint64_t hash = 0;
+  bool operator==(const Signature& o) const { return hash == o.hash && args == o.args; }
+  std::string str() const;  // "f32[4,8] f32[8]:strided ..."
+};
+
+struct SignatureHash {
+  size_t operator()(const Signature& s) const { return s.hash; }
+};
+
+// Exact specialization: every dim as given. Throws kiln::Error for a malformed argument.
+Signature exact_signature(std::span<const Array> args);
+
+}  // namespace kiln
