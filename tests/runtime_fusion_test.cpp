@@ -1,0 +1,76 @@
+#include "ir/builder.h"
+#include "ir/passes/fusion.h"
+
+#include <catch2/catch.hpp>
+
+using namespace kiln::ir;
+
+namespace {
+Shape s(std::vector<int64_t> d) { return concrete_shape(d); }
+}  // namespace
+
+TEST_CASE("an elementwise chain is one kernel", "[fusion]") {
+  auto x = make_input(0, kiln::DType::f32, s({4, 8}));
+  auto y = make_unary(Op::Exp, make_binary(Op::Add, make_binary(Op::Mul, x, x), make_scalar(1, kiln::DType::f32)));
+  Graph g{{x}, {y}};
+  FusionPlan p = fuse(g);
+  REQUIRE(p.groups.size() == 1);
+  REQUIRE(p.groups[0].kind == GroupKind::elementwise);
+  REQUIRE(p.groups[0].leaves.size() == 1);
+}
+
+TEST_CASE("reductions over the same rows share one row kernel with their consumers", "[fusion]") {
+  auto x = make_input(0, kiln::DType::f32, s({16, 32}));
+  auto m = make_reduce(Op::ReduceMax, x, {1}, true);
+  auto e = make_unary(Op::Exp, make_binary(Op::Sub, x, m));
+  auto sum = make_reduce(Op::ReduceSum, e, {1}, true);
+  auto y = make_binary(Op::Div, e, sum);
+  FusionPlan p = fuse(Graph{{x}, {y}});
+  REQUIRE(p.groups.size() == 1);
+  REQUIRE(p.groups[0].kind == GroupKind::row_reduce);
+  REQUIRE_FALSE(p.groups[0].root_is_outer);
+  REQUIRE(p.groups[0].reduce_axes == std::vector<int64_t>{1});
+}
+
+TEST_CASE("a value used by two kernels is stored once", "[fusion]") {
+  auto a = make_input(0, kiln::DType::f32, s({8, 8}));
+  auto b = make_input(1, kiln::DType::f32, s({8, 8}));
+  auto t = make_unary(Op::Tanh, a);
+  auto mm = make_matmul(t, b);
+  auto y = make_binary(Op::Add, mm, t);
+  FusionPlan p = fuse(Graph{{a, b}, {y}});
+  // tanh (used by the matmul and the add), the matmul, the add.
+  REQUIRE(p.groups.size() == 3);
+  REQUIRE(p.groups[0].root == t);
+  REQUIRE(p.groups[1].kind == GroupKind::matmul);
+}
+
+TEST_CASE("matmul reads transposed operands through views", "[fusion]") {
+  auto a = make_input(0, kiln::DType::f32, s({8, 4}));
+  auto b = make_input(1, kiln::DType::f32, s({8, 5}));
+  auto y = make_matmul(make_permute(a, {1, 0}), b);
+  FusionPlan p = fuse(Graph{{a, b}, {y}});
+  REQUIRE(p.groups.size() == 1);
+  REQUIRE(p.groups[0].leaves.size() == 2);
+}
+
+TEST_CASE("forced materialization splits a row kernel", "[fusion]") {
+  auto x = make_input(0, kiln::DType::f32, s({16, 32}));
+  auto m = make_reduce(Op::ReduceMax, x, {1}, true);
+  auto y = make_binary(Op::Sub, x, m);
+  FusionPlan one = fuse(Graph{{x}, {y}});
+  REQUIRE(one.groups.size() == 1);
+  FusionPlan two = fuse(Graph{{x}, {y}}, {m.get()});
+  REQUIRE(two.groups.size() == 2);
+  REQUIRE(two.groups[0].root == m);
+}
+
+TEST_CASE("outputs that are inputs get a copy kernel; scalar constants are inlined", "[fusion]") {
+  auto x = make_input(0, kiln::DType::f32, s({3}));
+  auto c = make_scalar(2, kiln::DType::f32);
+  auto y = make_binary(Op::Mul, x, c);
+  FusionPlan p = fuse(Graph{{x}, {x, y}});
+  REQUIRE(p.groups.size() == 2);
+  for (const auto& g : p.groups)
+    for (const auto& l : g.leaves) REQUIRE(l->op == Op::Input);
+}
