@@ -25,10 +25,14 @@ struct KernelRequest {
   bool keep_text = false;           // keep IR and assembly (inspect, KILN_DUMP)
 };
 
+// What a backend's cached bytes are (the disk cache's payload kinds).
+enum class ArtifactKind : uint8_t { llvm_object = 1, x86_blob = 2, cubin = 3 };
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  virtual ArtifactKind artifact_kind() const = 0;
   // Everything about this backend that changes generated code (versions, target, features).
   virtual std::string fingerprint() const = 0;
   virtual bool can_compile(const ir::FusionGroup& g) const = 0;

@@ -1,5 +1,6 @@
 #include "jit/compile.h"
 
+#include "cache/disk_cache.h"
 #include "cache/key.h"
 #include "cache/memory_cache.h"
 #include "codegen/backend.h"
@@ -58,13 +59,35 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
   if (k && (!want_text || !k->asm_text.empty())) {
     ++report.memory_hits;
   } else {
-    std::vector<uint8_t> artifact;
-    k = be->compile(kr, &artifact);
+    k = nullptr;
+    // The disk cache holds no text: when IR and assembly are wanted, compile.
+    auto kind = static_cast<cache::PayloadKind>(be->artifact_kind());
+    cache::DiskCache* disk = req.options->cache ? &cache::DiskCache::global() : nullptr;
+    if (disk && !disk->enabled()) disk = nullptr;
+    if (disk && !want_text) {
+      if (auto payload = disk->load(key, kind)) {
+        try {
+          auto t0 = std::chrono::steady_clock::now();
+          k = be->load(kr, *payload);
+          k->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+          ++report.disk_hits;
+        } catch (const CompileError& e) {
+          // A well-formed entry whose object does not link (another toolchain's bytes under a
+          // colliding key): recompile; the store below replaces it.
+          KILN_LOG_AT(warn) << "disk cache entry " << key.hex() << " could not be loaded: " << e.what();
+        }
+      }
+    }
+    if (!k) {
+      std::vector<uint8_t> artifact;
+      k = be->compile(kr, &artifact);
+      ++report.compiled;
+      KILN_LOG_AT(debug) << "compiled kernel " << kr.name << " (" << be->name() << ", "
+                         << k->compile_ms << " ms, key " << key.hex() << ")";
+      if (disk && disk->writable() && !artifact.empty()) disk->store(key, kind, artifact);
+    }
     k->key = key.hex();
     k->manifest = key.manifest();
-    ++report.compiled;
-    KILN_LOG_AT(debug) << "compiled kernel " << kr.name << " (" << be->name() << ", "
-                       << k->compile_ms << " ms, key " << k->key << ")";
     mem.put(key, k);
   }
   if (!global_options().dump_dir.empty()) write_kernel_dump(global_options().dump_dir, *k, g);

@@ -37,6 +37,7 @@ std::shared_ptr<CompiledKernel> link(const KernelRequest& req, const std::vector
 class LlvmBackend : public Backend {
  public:
   std::string name() const override { return "llvm"; }
+  ArtifactKind artifact_kind() const override { return ArtifactKind::llvm_object; }
 
   std::string fingerprint() const override {
     return "llvm " + llvmjit::llvm_version() + " cpu=" + llvmjit::target_cpu() +
