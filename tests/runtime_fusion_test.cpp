@@ -39,10 +39,24 @@ TEST_CASE("a value used by two kernels is stored once", "[fusion]") {
   auto mm = make_matmul(t, b);
   auto y = make_binary(Op::Add, mm, t);
   FusionPlan p = fuse(Graph{{a, b}, {y}});
-  // tanh (used by the matmul and the add), the matmul, the add.
-  REQUIRE(p.groups.size() == 3);
+  // tanh (used by the matmul and the add), then the matmul with the add as its epilogue.
+  REQUIRE(p.groups.size() == 2);
   REQUIRE(p.groups[0].root == t);
   REQUIRE(p.groups[1].kind == GroupKind::matmul);
+  REQUIRE(p.groups[1].root == y);
+  REQUIRE(p.groups[1].contraction == mm);
+}
+
+TEST_CASE("a matmul feeding a softmax is not absorbed into the row kernel", "[fusion]") {
+  auto a = make_input(0, kiln::DType::f32, s({8, 4}));
+  auto b = make_input(1, kiln::DType::f32, s({4, 5}));
+  auto mm = make_matmul(a, b);
+  auto m = make_reduce(Op::ReduceMax, mm, {1}, true);
+  auto y = make_binary(Op::Sub, mm, m);
+  FusionPlan p = fuse(Graph{{a, b}, {y}});
+  REQUIRE(p.groups.size() == 2);
+  REQUIRE(p.groups[0].kind == GroupKind::matmul);
+  REQUIRE(p.groups[1].kind == GroupKind::row_reduce);
 }
 
 TEST_CASE("matmul reads transposed operands through views", "[fusion]") {

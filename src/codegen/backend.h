@@ -35,7 +35,14 @@ class Backend {
   virtual ArtifactKind artifact_kind() const = 0;
   // Everything about this backend that changes generated code (versions, target, features).
   virtual std::string fingerprint() const = 0;
-  virtual bool can_compile(const ir::FusionGroup& g) const = 0;
+  // Why a backend declined a group that is its kind of work (a fast path not taken).
+  struct Decline {
+    std::string why;                 // non-empty: counted as a fallback
+    bool take_bare_contraction = false;  // it would take the contraction without its epilogue
+  };
+  // Whether this backend takes the group; when not, `decline` may say why.
+  virtual bool can_compile(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
+                           Decline* decline) const = 0;
   // Compiles; `artifact` receives the relocatable bytes to cache (may be left empty).
   virtual std::shared_ptr<CompiledKernel> compile(const KernelRequest& req,
                                                   std::vector<uint8_t>* artifact) = 0;

@@ -29,7 +29,15 @@ std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayou
     const ir::Node& l = *g.leaves[j];
     name[&l] = "L" + std::to_string(j);
     s += " L" + std::to_string(j) + ":" + std::string(dtype_name(l.dtype)) + ir::shape_str(l.shape) +
-         (layouts[j].runtime_strides ? "strided" : "dense") + ";";
+         (layouts[j].runtime_strides ? "strided" : "dense");
+    // Backends may bake constants into code (x86 prepacks constant weights): their content is
+    // part of the key.
+    if (l.op == ir::Op::Constant) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "#%016llx", static_cast<unsigned long long>(l.attrs.data->hash));
+      s += buf;
+    }
+    s += ";";
   }
   int id = 0;
   for (const auto& n : g.nodes) {

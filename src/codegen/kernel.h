@@ -2,12 +2,16 @@
 // was built from. Backends own the code; destroying the kernel frees it.
 #pragma once
 
+#include "codegen/schedule.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace kiln {
+
+class ThreadPool;
 
 // bufs: one pointer per leaf of the fused group (element 0 of each), then the output buffer.
 // strides: runtime strides (in elements) of the leaves whose layout is not known at compile time.
@@ -19,6 +23,10 @@ using KernelFn = void (*)(void* const* bufs, const int64_t* strides, const int64
 class CompiledKernel {
  public:
   virtual ~CompiledKernel() = default;
+  // Runs the kernel over its schedule: by default fn over [0, extent) split across the pool.
+  // Kernels that parallelize themselves (the x86 GEMM driver) override it.
+  virtual void launch(void* const* bufs, const int64_t* strides, const Schedule& sched,
+                      ThreadPool& pool) const;
   KernelFn fn = nullptr;
   std::string name;
   std::string backend;  // "llvm", "x86", "cuda"

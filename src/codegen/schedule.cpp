@@ -32,14 +32,14 @@ Schedule schedule_for(const ir::FusionGroup& g) {
       int64_t m = root[root.size() - 2].value;
       int64_t batch = ir::numel(root) / std::max<int64_t>(1, m * n);
       if (m * n == 0) batch = 0;
-      int64_t k = g.root->inputs[0]->shape.back().value;
+      int64_t k = g.contraction->inputs[0]->shape.back().value;
       s.extent = batch * m;
       s.grain = std::max<int64_t>(1, kWorkPerChunk / std::max<int64_t>(1, n * std::max<int64_t>(k, 1)));
       break;
     }
     case ir::GroupKind::conv2d: {
       s.extent = root[0].value * root[1].value;
-      const auto& w = g.root->inputs[1]->shape;
+      const auto& w = g.contraction->inputs[1]->shape;
       int64_t per = root[2].value * root[3].value * w[1].value * w[2].value * w[3].value;
       s.grain = std::max<int64_t>(1, kWorkPerChunk / std::max<int64_t>(1, per));
       break;

@@ -1,7 +1,9 @@
 // Node factories: numpy's shape and dtype rules, with typed errors at trace time.
 #include "ir/builder.h"
 
+#include "ir/interpreter.h"
 #include "support/check.h"
+#include "support/half.h"
 
 #include <kiln/errors.h>
 
@@ -118,47 +120,17 @@ NodePtr make_scalar(double value, DType dtype) {
   switch (dtype) {
     case DType::f32: { float v = static_cast<float>(value); std::memcpy(bytes.data(), &v, 4); break; }
     case DType::f64: std::memcpy(bytes.data(), &value, 8); break;
-    case DType::f16: {
-      // Round to nearest even through float.
-      float f = static_cast<float>(value);
-      uint32_t x; std::memcpy(&x, &f, 4);
-      uint32_t sign = (x >> 16) & 0x8000;
-      int32_t e = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
-      uint32_t m = x & 0x7fffff;
-      uint16_t h;
-      if (((x >> 23) & 0xff) == 0xff) h = static_cast<uint16_t>(sign | 0x7c00 | (m ? 0x200 : 0));
-      else if (e >= 31) h = static_cast<uint16_t>(sign | 0x7c00);
-      else if (e <= 0) {
-        if (e < -10) h = static_cast<uint16_t>(sign);
-        else {
-          m |= 0x800000;
-          int shift = 14 - e;
-          uint32_t hm = m >> shift;
-          uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-          if (rem > half || (rem == half && (hm & 1))) ++hm;
-          h = static_cast<uint16_t>(sign | hm);
-        }
-      } else {
-        uint32_t hm = m >> 13, rem = m & 0x1fff;
-        uint32_t hv = sign | (static_cast<uint32_t>(e) << 10) | hm;
-        if (rem > 0x1000 || (rem == 0x1000 && (hv & 1))) ++hv;
-        h = static_cast<uint16_t>(hv);
-      }
-      std::memcpy(bytes.data(), &h, 2);
+    case DType::f16: { uint16_t h = double_to_f16_bits(value); std::memcpy(bytes.data(), &h, 2); break; }
+    case DType::bf16: { uint16_t h = double_to_bf16_bits(value); std::memcpy(bytes.data(), &h, 2); break; }
+    // Integers: truncate, wrap, NaN/inf to 0 (the interpreter's rule), never UB.
+    case DType::i8: { int8_t v = static_cast<int8_t>(round_to_dtype(value, dtype)); std::memcpy(bytes.data(), &v, 1); break; }
+    case DType::i32: { int32_t v = static_cast<int32_t>(round_to_dtype(value, dtype)); std::memcpy(bytes.data(), &v, 4); break; }
+    case DType::i64: {
+      double r = round_to_dtype(value, dtype);
+      int64_t v = r >= 9.2233720368547758e18 ? INT64_MIN : static_cast<int64_t>(r);
+      std::memcpy(bytes.data(), &v, 8);
       break;
     }
-    case DType::bf16: {
-      float f = static_cast<float>(value);
-      uint32_t x; std::memcpy(&x, &f, 4);
-      uint16_t h;
-      if ((x & 0x7fffffff) > 0x7f800000) h = static_cast<uint16_t>((x >> 16) | 0x40);
-      else h = static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
-      std::memcpy(bytes.data(), &h, 2);
-      break;
-    }
-    case DType::i8: { int8_t v = static_cast<int8_t>(static_cast<int64_t>(value)); std::memcpy(bytes.data(), &v, 1); break; }
-    case DType::i32: { int32_t v = static_cast<int32_t>(static_cast<int64_t>(value)); std::memcpy(bytes.data(), &v, 4); break; }
-    case DType::i64: { int64_t v = static_cast<int64_t>(value); std::memcpy(bytes.data(), &v, 8); break; }
     case DType::boolean: bytes[0] = value != 0 ? 1 : 0; break;
   }
   return make_constant(dtype, {}, std::move(bytes));
@@ -350,8 +322,8 @@ NodePtr make_matmul(NodePtr a, NodePtr b) {
   if (b_vec) b = make_reshape(b, {b->shape[0], Dim::concrete(1)});
   Dim k_a = a->shape[a->ndim() - 1], k_b = b->shape[b->ndim() - 2];
   if (k_a != k_b)
-    shape_error("matmul: contraction dims differ: a has K=" + shape_str({k_a}) + " (shape " +
-                shape_str(a->shape) + "), b has K=" + shape_str({k_b}) + " (shape " +
+    shape_error("matmul: contraction dims differ: a has K=" + shape_str({k_a}).substr(1, shape_str({k_a}).size() - 2) + " (shape " +
+                shape_str(a->shape) + "), b has K=" + shape_str({k_b}).substr(1, shape_str({k_b}).size() - 2) + " (shape " +
                 shape_str(b->shape) + ")");
   Shape ba(a->shape.begin(), a->shape.end() - 2), bb(b->shape.begin(), b->shape.end() - 2), batch;
   if (!broadcast_shapes(ba, bb, batch))
@@ -385,6 +357,10 @@ NodePtr make_conv2d(NodePtr x, NodePtr w, const Conv2dParams& p) {
   DType t = promote(x->dtype, w->dtype);
   x = cast_to(x, t);
   w = cast_to(w, t);
+  for (int i = 1; i < 4; ++i)
+    if (x->shape[i].is_symbolic() || w->shape[i].is_symbolic() || w->shape[0].is_symbolic())
+      shape_error("conv2d: only the batch dim may be symbolic, got x " + shape_str(x->shape) +
+                  " and w " + shape_str(w->shape));
   auto xs = concrete_dims(x->shape), ws = concrete_dims(w->shape);
   int64_t g = p.groups;
   if (g < 1) shape_error("conv2d: groups must be >= 1, got " + std::to_string(g));
@@ -406,7 +382,8 @@ NodePtr make_conv2d(NodePtr x, NodePtr w, const Conv2dParams& p) {
                 shape_str(x->shape));
   Attrs a;
   a.conv = p;
-  return make_node(Op::Conv2d, t, concrete_shape({xs[0], ws[0], oh, ow}), {x, w}, std::move(a));
+  return make_node(Op::Conv2d, t, Shape{x->shape[0], w->shape[0], Dim::concrete(oh), Dim::concrete(ow)},
+                   {x, w}, std::move(a));
 }
 
 NodePtr make_concat(std::vector<NodePtr> xs, int64_t axis) {
@@ -425,6 +402,8 @@ NodePtr make_concat(std::vector<NodePtr> xs, int64_t axis) {
         shape_error("concatenate: tensor " + std::to_string(i) + " has shape " +
                     shape_str(xs[i]->shape) + ", which differs from " + shape_str(xs[0]->shape) +
                     " outside axis " + std::to_string(axis));
+    if (xs[i]->shape[axis].is_symbolic())
+      shape_error("concatenate: a symbolic extent along the concatenation axis is not supported");
     total += xs[i]->shape[axis].value;
     xs[i] = cast_to(xs[i], t);
   }

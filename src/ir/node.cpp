@@ -46,6 +46,20 @@ bool Attrs::operator==(const Attrs& o) const {
   return true;
 }
 
+Node::~Node() {
+  // Release input chains iteratively: a recursive release overflows the stack on deep graphs.
+  std::vector<NodePtr> pending = std::move(inputs);
+  while (!pending.empty()) {
+    NodePtr n = std::move(pending.back());
+    pending.pop_back();
+    if (n.use_count() == 1) {  // the last owner: take its inputs before it dies
+      auto& ins = const_cast<Node&>(*n).inputs;  // nodes are created non-const (make_node)
+      for (NodePtr& in : ins) pending.push_back(std::move(in));
+      ins.clear();
+    }
+  }
+}
+
 double Node::constant_at(int64_t i) const {
   KILN_CHECK(op == Op::Constant && attrs.data);
   const uint8_t* p = attrs.data->bytes.data() + i * dtype_size(dtype);

@@ -65,6 +65,7 @@ struct Node {
   uint64_t hash = 0;  // structural: op, dtype, shape, attrs, tag and the inputs' hashes
   std::string loc;    // where it was traced from ("file:line"), not part of the hash
 
+  ~Node();
   int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
   // For a Constant: element i as double (any dtype).
   double constant_at(int64_t i) const;

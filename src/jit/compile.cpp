@@ -38,11 +38,26 @@ cache::CacheKey kernel_key(const Backend& be, const std::string& group_text) {
 KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
                         const CompileRequest& req, int index, CompileReport& report) {
   Backend* be = nullptr;
-  for (Backend* b : backends())
-    if (b->can_compile(g)) {
+  for (Backend* b : backends()) {
+    Backend::Decline d;
+    if (b->can_compile(g, layouts, &d)) {
       be = b;
       break;
     }
+    if (d.take_bare_contraction) {
+      // Keep the fast contraction and run its epilogue as a kernel of its own.
+      KILN_LOG_AT(debug) << req.function_name << ": splitting the epilogue off a " << b->name()
+                         << " contraction: " << d.why;
+      throw FusionRejected(g.contraction.get());
+    }
+    if (!d.why.empty()) {
+      std::string msg = req.function_name + ": " + std::string(ir::group_kind_name(g.kind)) +
+                        " kernel " + std::to_string(index) + " did not take the " + b->name() +
+                        " fast path: " + d.why;
+      KILN_LOG_AT(warn) << msg;
+      report.fallbacks.push_back(msg);
+    }
+  }
   if (!be)
     throw CompileError("no backend in this build can compile a " +
                        std::string(ir::group_kind_name(g.kind)) + " kernel (kiln was built without LLVM)");

@@ -53,21 +53,24 @@ void Executable::run(std::span<const Array> inputs, std::span<Array> outs, Threa
       const auto& st = inputs[arg].strides();
       strides.insert(strides.end(), st.begin(), st.end());
     }
-    KernelFn fn = l.kernel->fn;
-    void* const* p = ptrs.data();
-    const int64_t* st = strides.data();
-    if (l.sched.extent <= l.sched.grain || pool.num_threads() <= 1) {
-      fn(p, st, nullptr, 0, l.sched.extent);
-    } else {
-      pool.parallel_for(l.sched.extent, l.sched.grain,
-                        [&](int64_t b, int64_t e) { fn(p, st, nullptr, b, e); });
-    }
+    l.kernel->launch(ptrs.data(), strides.data(), l.sched, pool);
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].alias_of < 0) continue;
     const Array& src = outs[outputs[i].alias_of];
     size_t bytes = static_cast<size_t>(src.numel()) * dtype_size(src.dtype());
     if (bytes) std::memcpy(outs[i].data(), src.data(), bytes);
+  }
+}
+
+void CompiledKernel::launch(void* const* bufs, const int64_t* strides, const Schedule& sched,
+                            ThreadPool& pool) const {
+  KernelFn f = fn;
+  if (sched.extent <= sched.grain || pool.num_threads() <= 1) {
+    f(bufs, strides, nullptr, 0, sched.extent);
+  } else {
+    pool.parallel_for(sched.extent, sched.grain,
+                      [&](int64_t b, int64_t e) { f(bufs, strides, nullptr, b, e); });
   }
 }
 

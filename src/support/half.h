@@ -79,7 +79,7 @@ inline double round_to_f16(double v) { return detail::round_to_binary_format(v, 
 // The bfloat16 value nearest to v (ties to even), as a double.
 inline double round_to_bf16(double v) { return detail::round_to_binary_format(v, 8, -133, 128); }
 
-// double -> bits, correctly rounded (the rounded value is exact in float, so the float step is too).
+// double -> bits, correctly rounded (the rounded value is exact in float, so that step is too).
 inline uint16_t double_to_f16_bits(double v) {
   return float_to_f16_bits(static_cast<float>(round_to_f16(v)));
 }

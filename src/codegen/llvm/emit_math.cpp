@@ -58,7 +58,7 @@ Value* emit_log(llvm::IRBuilder<>& b, Value* x) {
   Value* ebias = b.CreateSelect(sub, b.getInt32(-23), b.getInt32(0));
   Value* bits = b.CreateBitCast(xs, i32);
   Value* e = b.CreateSub(b.CreateLShr(bits, 23), b.getInt32(126));
-  e = b.CreateAdd(b.CreateAnd(e, b.getInt32(0x1ff)), ebias);
+  e = b.CreateAdd(e, ebias);  // x <= 0, inf and NaN are replaced by the selects below
   Value* mbits = b.CreateOr(b.CreateAnd(bits, b.getInt32(0x807fffff)), b.getInt32(0x3f000000));
   Value* m = b.CreateBitCast(mbits, b.getFloatTy());  // in [0.5, 1)
   Value* small = b.CreateFCmpOLT(m, cf(b, 0.707106781186547524));

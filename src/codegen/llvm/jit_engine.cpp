@@ -106,8 +106,10 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine() {
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target) throw CompileError("LLVM has no target for " + triple + ": " + err);
   llvm::TargetOptions opts;
+  // Small code model: JITLink keeps a kernel's sections in one allocation, so constants are
+  // addressed PC-relative instead of through the GOT (the large model reloads them in loops).
   auto* tm = target->createTargetMachine(triple, e.cpu, e.features, opts, llvm::Reloc::PIC_,
-                                         std::nullopt, llvm::CodeGenOptLevel::Aggressive, true);
+                                         llvm::CodeModel::Small, llvm::CodeGenOptLevel::Aggressive, true);
   if (!tm) throw CompileError("LLVM could not create a target machine for " + triple);
   return std::unique_ptr<llvm::TargetMachine>(tm);
 }

@@ -44,7 +44,9 @@ class LlvmBackend : public Backend {
            " features=" + llvmjit::target_features();
   }
 
-  bool can_compile(const ir::FusionGroup&) const override { return true; }
+  bool can_compile(const ir::FusionGroup&, const std::vector<LeafLayout>&, Decline*) const override {
+    return true;
+  }
 
   std::shared_ptr<CompiledKernel> compile(const KernelRequest& req,
                                           std::vector<uint8_t>* artifact) override {

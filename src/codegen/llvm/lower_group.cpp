@@ -31,6 +31,10 @@ class Emitter {
   Emitter(llvm::LLVMContext& ctx, const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts)
       : ctx_(ctx), b_(ctx), g_(g), layouts_(layouts) {
     mod_ = std::make_unique<llvm::Module>("kiln", ctx);
+    // Let a*b+c contract to FMA (more accurate, and half the work of polynomial steps).
+    llvm::FastMathFlags fmf;
+    fmf.setAllowContract();
+    b_.setFastMathFlags(fmf);
   }
 
   std::unique_ptr<llvm::Module> run() {
@@ -131,7 +135,8 @@ class Emitter {
       default: return v;
     }
   }
-  // Rounds a compute value to what `t` can hold (float16/bfloat16 computed in float32).
+  // Rounds a compute value to what `t` can hold. float16/bfloat16 values are computed in float32
+  // across a fused chain and rounded only by casts and when stored (the interpreter's contract).
   Value* round_to(Value* v, DType t) {
     if (t == DType::f16 || t == DType::bf16) return to_compute(from_compute(v, t), t);
     return v;
@@ -262,7 +267,7 @@ class Emitter {
       case ir::OpKind::view: return emit(n.inputs[0].get(), view_index(n, idx));
       case ir::OpKind::concat: return emit_concat(n, idx);
       case ir::OpKind::reduce: return reduced_value(n, idx);
-      case ir::OpKind::contraction: break;
+      case ir::OpKind::contraction: return contraction_value(n, idx);
     }
     KILN_CHECK(false) << "cannot inline " << ir::op_name(n.op);
     return nullptr;
@@ -343,21 +348,21 @@ class Emitter {
         if (fl) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
         if (t == DType::boolean) return x;
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
-      case Op::Exp: return round_to(emit_exp(b_, x), t);
-      case Op::Log: return round_to(emit_log(b_, x), t);
-      case Op::Sqrt: return round_to(b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x), t);
+      case Op::Exp: return emit_exp(b_, x);
+      case Op::Log: return emit_log(b_, x);
+      case Op::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
       case Op::Rsqrt:
-        return round_to(b_.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0),
-                                      b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x)), t);
-      case Op::Tanh: return round_to(emit_tanh(b_, x), t);
-      case Op::Sigmoid: return round_to(emit_sigmoid(b_, x), t);
-      case Op::Erf: return round_to(emit_erf(b_, x), t);
+        return b_.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0),
+                             b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+      case Op::Tanh: return emit_tanh(b_, x);
+      case Op::Sigmoid: return emit_sigmoid(b_, x);
+      case Op::Erf: return emit_erf(b_, x);
       case Op::Relu:
         if (fl) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, llvm::ConstantFP::get(x->getType(), 0.0));
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, llvm::ConstantInt::get(x->getType(), 0));
       case Op::Square:
         if (t == DType::boolean) return x;
-        return fl ? round_to(b_.CreateFMul(x, x), t) : b_.CreateMul(x, x);
+        return fl ? b_.CreateFMul(x, x) : b_.CreateMul(x, x);
       case Op::Not: return b_.CreateNot(x);
       default: break;
     }
@@ -370,17 +375,17 @@ class Emitter {
     bool fl = is_float_compute(in_t);
     bool bl = in_t == DType::boolean;
     switch (n.op) {
-      case Op::Add: return fl ? round_to(b_.CreateFAdd(a, c), in_t) : b_.CreateAdd(a, c);
-      case Op::Sub: return fl ? round_to(b_.CreateFSub(a, c), in_t) : b_.CreateSub(a, c);
-      case Op::Mul: return fl ? round_to(b_.CreateFMul(a, c), in_t) : b_.CreateMul(a, c);
-      case Op::Div: return round_to(b_.CreateFDiv(a, c), in_t);
+      case Op::Add: return fl ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
+      case Op::Sub: return fl ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
+      case Op::Mul: return fl ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
+      case Op::Div: return b_.CreateFDiv(a, c);
       case Op::Pow:
-        if (fl) return round_to(b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c), in_t);
+        if (fl) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c);
         {
           llvm::Type* d = b_.getDoubleTy();
           Value* r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, bl ? b_.CreateUIToFP(a, d) : b_.CreateSIToFP(a, d),
                                               bl ? b_.CreateUIToFP(c, d) : b_.CreateSIToFP(c, d));
-          return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {a->getType(), d}, {r});
+          return float_to_int_wrapping(r, a->getType());
         }
       case Op::Maximum:
         if (fl) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, c);
@@ -411,13 +416,40 @@ class Emitter {
                 : b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
     }
     if (ff && tf) return round_to(b_.CreateFPCast(v, dst), to);
-    if (ff) return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {dst, v->getType()}, {v});
+    if (ff) return float_to_int_wrapping(v, dst);
     if (tf) {
       Value* r = from == DType::boolean ? b_.CreateUIToFP(v, dst) : b_.CreateSIToFP(v, dst);
       return round_to(r, to);
     }
     if (from == DType::boolean) return b_.CreateZExt(v, dst);
     return b_.CreateSExtOrTrunc(v, dst);
+  }
+
+  // The contraction's value inside its epilogue: only at the element being stored.
+  Value* contraction_value(const Node& n, const Idx& idx) {
+    KILN_CHECK(&n == g_.contraction.get() && contraction_value_) << "contraction outside its kernel";
+    for (size_t i = 0; i < idx.size(); ++i)
+      if (n.shape[i].value != 1 && idx[i] != contraction_idx_[i]) throw FusionRejected(&n);
+    return contraction_value_;
+  }
+
+  // Stores the root for the current contraction element (value `v` at index `idx`).
+  void store_epilogue(Value* v, const Idx& idx, Value* offset) {
+    contraction_value_ = v;
+    contraction_idx_ = idx;
+    memo_.clear();
+    store_out(g_.root.get() == g_.contraction.get() ? v : emit(g_.root.get(), idx), offset);
+    contraction_value_ = nullptr;
+  }
+
+  // Truncates toward zero, then wraps to the integer type (NaN and +-inf give 0): numpy's
+  // behaviour on the values it defines, and the interpreter's rule.
+  Value* float_to_int_wrapping(Value* v, llvm::Type* dst) {
+    Value* finite = b_.CreateFCmpOLT(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v),
+                                     llvm::ConstantFP::getInfinity(v->getType()));
+    Value* wide = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), v->getType()}, {v});
+    wide = b_.CreateSelect(finite, wide, b_.getInt64(0));
+    return b_.CreateTrunc(wide, dst);
   }
 
   // ---- reductions -------------------------------------------------------------------------
@@ -550,7 +582,7 @@ class Emitter {
           for (int64_t a : axes) count *= dims[a];
           v = b_.CreateFDiv(v, llvm::ConstantFP::get(v->getType(), static_cast<double>(count)));
         }
-        reduce_value_[n.get()] = round_to(v, n->dtype);
+        reduce_value_[n.get()] = v;
       }
       if (g_.root_is_outer) {
         // The root has the kept dims (with or without unit dims where the axes were).
@@ -575,7 +607,7 @@ class Emitter {
   }
 
   void emit_matmul() {
-    const Node& mm = *g_.root;
+    const Node& mm = *g_.contraction;
     auto out_dims = ir::concrete_dims(mm.shape);
     size_t nb = out_dims.size() - 2;
     int64_t m = out_dims[nb], n = out_dims[nb + 1];
@@ -584,7 +616,7 @@ class Emitter {
     const Node* a = mm.inputs[0].get();
     const Node* bm = mm.inputs[1].get();
     DType t = mm.dtype;
-    bool accumulate_in_output = !(t == DType::f16 || t == DType::bf16);
+    bool accumulate_in_output = !(t == DType::f16 || t == DType::bf16) && g_.root->dtype == t;
     llvm::Type* st = storage_type(t);
     loop(begin_, end_, {}, [&](Value* u, const std::vector<Value*>&) {
       Value* bidx = b_.CreateUDiv(u, b_.getInt64(m));
@@ -613,6 +645,14 @@ class Emitter {
           });
           return std::vector<Value*>{};
         });
+        if (g_.root.get() != g_.contraction.get()) {
+          loop(b_.getInt64(0), b_.getInt64(n), {}, [&](Value* j, const std::vector<Value*>&) {
+            Value* off = b_.CreateAdd(row_base, j);
+            Value* v = to_compute(b_.CreateLoad(st, b_.CreateInBoundsGEP(st, out_ptr_, off)), t);
+            store_epilogue(v, at(bi, i, j), off);
+            return std::vector<Value*>{};
+          });
+        }
       } else {
         loop(b_.getInt64(0), b_.getInt64(n), {}, [&](Value* j, const std::vector<Value*>&) {
           std::vector<Value*> acc = loop(b_.getInt64(0), b_.getInt64(k), {constant(0, t)},
@@ -621,7 +661,7 @@ class Emitter {
                                            Value* bv = emit(bm, at(bi, kk, j));
                                            return std::vector<Value*>{fma(av, bv, cur[0])};
                                          });
-          store_out(acc[0], b_.CreateAdd(row_base, j));
+          store_epilogue(acc[0], at(bi, i, j), b_.CreateAdd(row_base, j));
           return std::vector<Value*>{};
         });
       }
@@ -640,7 +680,7 @@ class Emitter {
   }
 
   void emit_conv2d() {
-    const Node& cv = *g_.root;
+    const Node& cv = *g_.contraction;
     auto out = ir::concrete_dims(cv.shape);
     auto xs = ir::concrete_dims(cv.inputs[0]->shape);
     auto ws = ir::concrete_dims(cv.inputs[1]->shape);
@@ -675,7 +715,7 @@ class Emitter {
             });
           });
           Value* off = b_.CreateAdd(plane, b_.CreateAdd(b_.CreateMul(oh, b_.getInt64(out[3])), ow));
-          store_out(acc[0], off);
+          store_epilogue(acc[0], {nimg, oc, oh, ow}, off);
           return std::vector<Value*>{};
         });
         return std::vector<Value*>{};
@@ -698,6 +738,8 @@ class Emitter {
   std::unordered_map<const Node*, int> leaf_index_;
   std::unordered_set<const Node*> in_group_;
   Idx outer_idx_;
+  Value* contraction_value_ = nullptr;
+  Idx contraction_idx_;
   std::unordered_map<const Node*, Value*> reduce_value_;
   std::map<std::pair<const Node*, Idx>, Value*> memo_;
 };

@@ -59,8 +59,10 @@ struct Builder {
   int new_group(const NodePtr& n) {
     FusionGroup g;
     g.root = n;
-    if (n->op == Op::MatMul) g.kind = GroupKind::matmul;
-    else if (n->op == Op::Conv2d) g.kind = GroupKind::conv2d;
+    if (n->op == Op::MatMul || n->op == Op::Conv2d) {
+      g.kind = n->op == Op::MatMul ? GroupKind::matmul : GroupKind::conv2d;
+      g.contraction = n;
+    }
     else if (is_reduce(n->op)) {
       g.kind = GroupKind::row_reduce;
       g.domain = n->inputs[0]->shape;
@@ -76,13 +78,24 @@ struct Builder {
   }
 
   // Whether group `gid` can compute `n` inline (all of n's users are in that group).
-  bool can_absorb(int gid, const Node& n) {
+  bool can_absorb(int gid, const NodePtr& np) {
+    const Node& n = *np;
     FusionGroup& g = groups[gid];
+    bool contraction = n.op == Op::MatMul || n.op == Op::Conv2d;
+    if (contraction && g.kind != GroupKind::elementwise) return false;
     switch (g.kind) {
       case GroupKind::matmul:
       case GroupKind::conv2d:
         return is_affine_view(n);
       case GroupKind::elementwise: {
+        if (n.op == Op::MatMul || n.op == Op::Conv2d) {
+          // The group becomes the contraction's epilogue: it must run over the contraction's
+          // output, element for element (code generation rejects other index patterns).
+          if (g.root->shape != n.shape) return false;
+          g.kind = n.op == Op::MatMul ? GroupKind::matmul : GroupKind::conv2d;
+          g.contraction = np;
+          return true;
+        }
         if (!is_reduce(n.op)) return true;
         const Shape& in = n.inputs[0]->shape;
         const Shape& root = g.root->shape;
@@ -127,7 +140,7 @@ FusionPlan fuse(const Graph& graph, const std::unordered_set<const Node*>& mater
       continue;
     }
     if (leaf || is_inline_constant(*n)) continue;  // read from buffers / emitted where used
-    bool force = materialize.count(n.get()) || n->op == Op::MatMul || n->op == Op::Conv2d;
+    bool force = materialize.count(n.get()) > 0;
     const auto& us = users[n.get()];
     int gid = -1;
     bool same = !us.empty();
@@ -142,7 +155,7 @@ FusionPlan fuse(const Graph& graph, const std::unordered_set<const Node*>& mater
     }
     // A node used by a matmul/conv directly or through views is read as a buffer unless it is an
     // affine view itself; anything with users in several kernels is stored once.
-    if (!force && same && gid >= 0 && b.can_absorb(gid, *n)) {
+    if (!force && same && gid >= 0 && b.can_absorb(gid, n)) {
       b.group_of[n.get()] = gid;
     } else if (!us.empty() || outputs.count(n.get())) {
       b.new_group(n);

@@ -25,6 +25,9 @@ struct FusionGroup {
   Shape domain;
   std::vector<int64_t> reduce_axes;
   bool root_is_outer = false;
+  // matmul/conv2d: the contraction node; the root is either it or the last node of an
+  // elementwise epilogue applied to its output (bias, activation, residual, ...).
+  NodePtr contraction;
 };
 
 struct FusionPlan {

@@ -10,6 +10,10 @@ namespace kiln::ir {
 void verify(const Graph& g);
 // "%3 = add(%1, %2) : f32[4,8]" lines, inputs first, then "return %7, %9".
 std::string print(const Graph& g);
+namespace detail {
+// One node's printed line (shared by the printer and the verifier's messages).
+std::string print_node_line(const Graph& g, const Node& n);
+}  // namespace detail
 
 Graph simplify(const Graph& g);       // x*1, x+0, x-0, x/1, double permute, reshape of reshape, ...
 Graph constant_fold(const Graph& g);  // nodes whose inputs are all (small) constants

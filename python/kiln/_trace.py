@@ -1,0 +1,60 @@
+"""The bridge kiln::Function calls (through the extension) when it needs a trace: build kiln.Tensor
+proxies, call the user's function, flatten what it returns."""
+
+import os
+import types
+
+import numpy as np
+
+from ._tensor import Tensor, as_tensor
+
+_KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def run_trace(fn, impls, nargs, static_pos, static_values, scalar_mask):
+    """Returns (single_output, [TensorImpl]) for fn traced on `impls` (the tensor arguments) with
+    the static arguments in their positions."""
+    static = dict(zip(static_pos, static_values))
+    args = []
+    it = iter(impls)
+    for i in range(nargs):
+        if i in static:
+            args.append(static[i])
+        else:
+            args.append(Tensor(next(it), weak=bool((scalar_mask >> i) & 1)))
+    out = fn(*args)
+    if isinstance(out, (tuple, list)):
+        if len(out) == 0:
+            raise ValueError(f"{_name(fn)} returned an empty {type(out).__name__}: nothing to compute")
+        return False, [_output(o, i, fn)._impl for i, o in enumerate(out)]
+    return True, [_output(out, 0, fn)._impl]
+
+
+def _name(fn):
+    return getattr(fn, "__qualname__", getattr(fn, "__name__", "function"))
+
+
+def _output(o, i, fn):
+    if isinstance(o, Tensor):
+        return o
+    if isinstance(o, (np.ndarray, np.generic, bool, int, float)):
+        return as_tensor(o)
+    raise TypeError(
+        f"{_name(fn)} returned a {type(o).__name__} (output {i}); a @kiln.jit function returns "
+        "kiln Tensors (or a tuple/list of them)"
+    )
+
+
+def clean_exception(exc):
+    """Drops kiln's own frames from the traceback so that it ends in the user's code."""
+    tb = exc.__traceback__
+    kept = []
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_KILN_DIR):
+            kept.append(tb)
+        tb = tb.tb_next
+    new = None
+    for t in reversed(kept):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    exc.__traceback__ = new
+    return new

@@ -1,0 +1,135 @@
+"""Bad inputs get typed errors that name the argument, and the function stays usable; errors
+while tracing point at the user's line."""
+
+import traceback
+
+import numpy as np
+import pytest
+
+import kiln
+
+
+def test_exception_hierarchy():
+    assert issubclass(kiln.ShapeError, kiln.Error) and issubclass(kiln.ShapeError, ValueError)
+    assert issubclass(kiln.DTypeError, kiln.Error) and issubclass(kiln.DTypeError, TypeError)
+    assert issubclass(kiln.CompileError, kiln.Error) and issubclass(kiln.CompileError, RuntimeError)
+    assert issubclass(kiln.DeviceError, kiln.Error) and issubclass(kiln.DeviceError, RuntimeError)
+    assert kiln.ShapeError.__module__ == "kiln"
+
+
+@kiln.jit
+def add(x, w):
+    return x + w
+
+
+def _ok():
+    np.testing.assert_array_equal(add(np.ones(2, np.float32), np.ones(2, np.float32)), 2)
+
+
+def test_wrong_number_of_arguments():
+    _ok()
+    with pytest.raises(TypeError, match=r"add\(\) takes 2 positional arguments but 1 was given"):
+        add(np.ones(2, np.float32))
+    with pytest.raises(TypeError, match="3 were given"):
+        add(np.ones(2), np.ones(2), np.ones(2))
+    _ok()
+
+
+@pytest.mark.parametrize("bad", [np.ones(2, np.uint8), np.ones(2, np.complex64), np.ones(2, np.int16),
+                                 np.array(["a", "b"]), np.ones(2, object)], ids=lambda a: str(a.dtype))
+def test_unsupported_dtype_names_the_argument(bad):
+    with pytest.raises(kiln.DTypeError, match=r"argument 1 \('w'\) of add\(\).*unsupported dtype"):
+        add(np.ones(2, np.float32), bad)
+    _ok()
+
+
+@pytest.mark.parametrize("bad", [[1.0, 2.0], "abc", None, {"a": 1}, 1 + 2j])
+def test_non_array_objects(bad):
+    with pytest.raises(kiln.DTypeError, match=r"argument 0 \('x'\) of add\(\)"):
+        add(bad, np.ones(2, np.float32))
+    _ok()
+
+
+def test_shape_that_breaks_the_traced_program():
+    f = kiln.jit(lambda x, w: x @ w)
+    f(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))
+    with pytest.raises(kiln.ShapeError):
+        f(np.ones((2, 3), np.float32), np.ones((5, 4), np.float32))
+    with pytest.raises(kiln.ShapeError):
+        f(np.ones((2, 3), np.float32), np.ones((3,), np.float32)[None, None, None])
+    np.testing.assert_array_equal(f(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)), 3)
+
+
+def test_tracing_error_points_at_the_users_line():
+    @kiln.jit
+    def bad(x, y):
+        z = x * 2
+        return z @ y  # the failing line
+
+    with pytest.raises(kiln.ShapeError) as info:
+        bad(np.ones((2, 3), np.float32), np.ones((4, 5), np.float32))
+    msg = str(info.value)
+    assert "test_errors.py:" in msg
+    line = [ln for ln in msg.split("test_errors.py:")[1:]][0].split()[0].strip(":)")
+    src = open(__file__).read().splitlines()[int(line) - 1]
+    assert "the failing line" in src
+    tb = traceback.extract_tb(info.value.__traceback__)
+    assert tb[-1].name == "bad" and "the failing line" in tb[-1].line
+    assert not any("/kiln/" in fr.filename and "site-packages" in fr.filename for fr in tb)
+    # still usable with good shapes
+    assert bad(np.ones((2, 3), np.float32), np.ones((3, 5), np.float32)).shape == (2, 5)
+
+
+def test_python_errors_in_the_function_propagate_unchanged():
+    @kiln.jit
+    def oops(x):
+        return x + undefined_name  # noqa: F821
+
+    with pytest.raises(NameError):
+        oops(np.ones(2, np.float32))
+    with pytest.raises(NameError):  # not cached: raises again
+        oops(np.ones(2, np.float32))
+
+
+def test_data_dependent_control_flow_is_refused():
+    @kiln.jit
+    def branchy(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(kiln.Error, match="control flow"):
+        branchy(np.ones(2, np.float32))
+
+
+def test_bad_outputs():
+    with pytest.raises(TypeError, match="returned a NoneType"):
+        kiln.jit(lambda x: None)(np.ones(2, np.float32))
+    with pytest.raises(TypeError, match="returned a str"):
+        kiln.jit(lambda x: (x, "no"))(np.ones(2, np.float32))
+
+
+def test_numpy_inside_the_trace_is_refused_clearly():
+    f = kiln.jit(lambda x: np.exp(x))
+    with pytest.raises(TypeError):
+        f(np.ones(2, np.float32))
+
+
+def test_bfloat16_without_ml_dtypes_message():
+    from kiln import _dtypes
+
+    assert _dtypes.name_of("bfloat16") == "bfloat16"
+    with pytest.raises(kiln.DTypeError):
+        _dtypes.name_of(np.uint16)
+
+
+def test_cuda_device_without_a_gpu_is_a_device_error():
+    f = kiln.jit(lambda x: x + 1, device="cuda")
+    try:
+        y = f(np.ones(2, np.float32))
+    except kiln.DeviceError:
+        return
+    except kiln.Error as e:  # a GPU build may reject it differently; it must still be typed
+        assert "cuda" in str(e).lower() or "gpu" in str(e).lower()
+        return
+    assert np.asarray(y).tolist() == [2, 2]  # a machine with a GPU

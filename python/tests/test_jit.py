@@ -1,0 +1,198 @@
+"""The decorator: bare and with options, several outputs, captured constants, static_argnums,
+dynamic shapes, stats(), inspect(), module functions, threads."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import assert_close, f64, rng_for, xfail_if_known
+
+
+def test_bare_and_with_options():
+    @kiln.jit
+    def a(x):
+        """doc of a"""
+        return x + 1
+
+    @kiln.jit(dynamic=False, cache=False)
+    def b(x):
+        return x + 2
+
+    assert isinstance(a, kiln.JitFunction) and isinstance(b, kiln.JitFunction)
+    assert a.__name__ == "a" and a.__doc__ == "doc of a" and a.__wrapped__ is not None
+    x = np.zeros(3, np.float32)
+    np.testing.assert_array_equal(a(x), 1)
+    np.testing.assert_array_equal(b(x), 2)
+    assert kiln.jit(lambda x: x * 3)(x).tolist() == [0, 0, 0]
+
+
+def test_several_outputs_are_a_tuple():
+    f = kiln.jit(lambda x: (x + 1, x.sum(), [x][0] * 2))
+    out = f(np.ones((2, 2), np.float32))
+    assert isinstance(out, tuple) and len(out) == 3
+    g = kiln.jit(lambda x: [x])
+    assert isinstance(g(np.ones(2, np.float32)), tuple)
+
+
+def test_captured_arrays_are_constants():
+    w = np.arange(12, dtype=np.float32).reshape(4, 3)
+    b = np.float32(0.5)
+
+    @kiln.jit
+    def f(x):
+        return x @ w + b
+
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_allclose(f(x), x @ w + b)
+    assert "constant" in f.inspect(x).graph
+
+
+def test_static_argnums():
+    traces = []
+
+    @kiln.jit(static_argnums=(1,))
+    def f(x, n):
+        traces.append(n)
+        y = x
+        for _ in range(n):  # a Python loop over a static value
+            y = y * 2
+        return y
+
+    x = np.ones(3, np.float32)
+    np.testing.assert_array_equal(f(x, 2), 4)
+    np.testing.assert_array_equal(f(x, 3), 8)
+    np.testing.assert_array_equal(f(x, 2), 4)
+    assert sorted(set(traces)) == [2, 3]
+    assert f.stats()["traces"] == 2
+
+    @kiln.jit(static_argnums=1)
+    def g(x, axes):
+        return x.sum(axis=axes)
+
+    x2 = np.ones((2, 3, 4), np.float32)
+    assert g(x2, (0, 2)).shape == (3,)
+    with pytest.raises(TypeError, match="hashable"):
+        g(x2, [0, 2])
+    np.testing.assert_array_equal(g(x2, 1), 3)  # still usable
+
+
+def test_dynamic_shapes_recompile_a_few_times(request):
+    xfail_if_known(request, "dynamic-auto")
+    @kiln.jit
+    def f(x):
+        return kiln.softmax(x * 2, axis=-1)
+
+    rng = rng_for("dyn")
+    for n in [3, 5, 8, 13, 21, 34]:
+        x = rng.normal(size=(n, 7)).astype(np.float32)
+        e = np.exp(2 * f64(x) - 2 * f64(x).max(-1, keepdims=True))
+        assert_close(f(x), e / e.sum(-1, keepdims=True), np.float32, k=7)
+    s = f.stats()
+    assert s["calls"] == 6
+    assert s["compiles"] <= 3, s
+    assert s["recompile_reasons"], s
+
+
+@pytest.mark.parametrize("dynamic", [False, True, {"x": [0]}, {0: [0]}])
+def test_dynamic_options(dynamic):
+    f = kiln.jit(lambda x: x.sum(axis=-1), dynamic=dynamic)
+    for n in [2, 3, 4]:
+        np.testing.assert_allclose(f(np.ones((n, 5), np.float32)), np.full(n, 5.0))
+
+
+def test_bad_options():
+    with pytest.raises(ValueError):
+        kiln.jit(lambda x: x, dynamic="sometimes")
+    with pytest.raises(ValueError):
+        kiln.jit(lambda x: x, device="tpu")
+    with pytest.raises(ValueError):
+        kiln.jit(lambda x: x, static_argnums=(3,))
+
+
+def test_stats_and_inspect():
+    @kiln.jit
+    def f(x, w):
+        return kiln.relu(x @ w + 1.0)
+
+    x = np.ones((4, 8), np.float32)
+    w = np.ones((8, 3), np.float32)
+    f(x, w)
+    f(x, w)
+    s = f.stats()
+    for key in ["calls", "compiles", "memory_hits", "disk_hits", "variants", "recompile_reasons"]:
+        assert key in s
+    assert s["calls"] == 2 and s["compiles"] == 1 and s["memory_hits"] >= 0
+    assert isinstance(s["recompile_reasons"], list)
+    ins = f.inspect(x, w)
+    assert isinstance(ins, kiln.Inspection)
+    assert "matmul" in ins.graph
+    assert ins.kernels and all(isinstance(k, kiln.KernelInfo) for k in ins.kernels)
+    for k in ins.kernels:
+        assert k.backend in ("x86", "llvm", "cuda")
+        assert isinstance(k.name, str) and isinstance(k.key, str) and isinstance(k.asm, str)
+        assert isinstance(k.source, str) and isinstance(k.ops, list)
+        int(k.key, 16)
+
+
+def test_module_functions(tmp_path):
+    assert isinstance(kiln.cache_dir(), str) and kiln.cache_dir()
+    info = kiln.device_info()
+    assert isinstance(info, dict) and "report" in info
+    kiln.set_num_threads(2)
+    with pytest.raises(ValueError):
+        kiln.set_num_threads(0)
+    kiln.clear_cache()
+    f = kiln.jit(lambda x: x + 1)
+    np.testing.assert_array_equal(f(np.zeros(2, np.float32)), 1)
+
+
+def test_dtypes_are_numpy_dtypes():
+    assert kiln.float32 == np.float32 and kiln.int64 == np.int64 and kiln.bool_ == np.bool_
+    assert kiln.float16 == np.float16 and kiln.int8 == np.int8 and kiln.int32 == np.int32
+    assert kiln.float64 == np.float64 and kiln.bfloat16.name == "bfloat16"
+
+
+def test_threads_calling_one_function():
+    @kiln.jit
+    def f(x, w):
+        return kiln.tanh(x @ w)
+
+    rng = rng_for("threads")
+    w = rng.normal(size=(16, 16)).astype(np.float32)
+    inputs = [rng.normal(size=(n, 16)).astype(np.float32) for n in (4, 8, 4, 8, 1, 4, 8, 4)]
+    results, errors = {}, []
+
+    def worker(i):
+        try:
+            for _ in range(20):
+                results[i] = f(inputs[i], w)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, x in enumerate(inputs):
+        assert_close(results[i], np.tanh(f64(x) @ f64(w)), np.float32, k=16)
+    assert f.stats()["calls"] == 20 * len(inputs)
+
+
+def test_methods_can_be_decorated():
+    class Model:
+        def __init__(self):
+            self.scale = 3.0
+
+        @kiln.jit(static_argnums=0)
+        def forward(self, x):
+            return x * self.scale
+
+        def __hash__(self):
+            return id(self)
+
+    m = Model()
+    np.testing.assert_array_equal(m.forward(np.ones(2, np.float32)), 3)

@@ -1,0 +1,85 @@
+"""matmul (functions and @, batched, broadcast batch, 1-d operands, size 0 and 1) and conv2d
+(stride, padding, dilation, groups, bias) against numpy in float64."""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import xfail_if_known, FLOAT_DTYPES, INT_DTYPES, assert_close, dtype_id, f64, np_conv2d, random_array, rng_for
+
+MATMUL_SHAPES = [
+    ((3, 4), (4, 5)), ((1, 1), (1, 1)), ((17, 33), (33, 9)), ((2, 3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)),
+    ((5, 1, 3, 4), (2, 4, 6)), ((4,), (4, 3)), ((3, 4), (4,)), ((4,), (4,)), ((0, 4), (4, 3)), ((3, 0), (0, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + INT_DTYPES[1:], ids=dtype_id)
+def test_matmul(dtype):
+    rng = rng_for("matmul", dtype)
+    f = kiln.jit(lambda a, b: (a @ b, kiln.matmul(a, b)))
+    for sa, sb in MATMUL_SHAPES:
+        a = random_array(rng, sa, dtype, -2, 2)
+        b = random_array(rng, sb, dtype, -2, 2)
+        y1, y2 = f(a, b)
+        want = np.matmul(f64(a), f64(b))
+        assert y1.shape == want.shape and y2.shape == want.shape
+        assert y1.dtype == np.dtype(dtype)
+        k = sa[-1]
+        assert_close(y1, want, dtype, k=k)
+        assert_close(y2, want, dtype, k=k)
+
+
+def test_matmul_shape_mismatch():
+    f = kiln.jit(lambda a, b: a @ b)
+    with pytest.raises(kiln.ShapeError):
+        f(np.ones((2, 3), np.float32), np.ones((4, 5), np.float32))
+
+
+def test_matmul_with_captured_weights_on_either_side():
+    rng = rng_for("captured")
+    w = rng.normal(size=(8, 4)).astype(np.float32)
+    v = rng.normal(size=(3, 5)).astype(np.float32)
+    f = kiln.jit(lambda x: (x @ w, v @ np.ones((5, 2), np.float32)))  # 2nd: constants only
+    x = rng.normal(size=(5, 8)).astype(np.float32)
+    y1, y2 = f(x)
+    assert_close(y1, f64(x) @ f64(w), np.float32, k=8)
+    assert_close(y2, f64(v) @ np.ones((5, 2)), np.float32, k=5)
+
+    g = kiln.jit(lambda x: v @ x)  # numpy array on the left defers to kiln.Tensor.__rmatmul__
+    x2 = rng.normal(size=(5, 2)).astype(np.float32)
+    assert_close(g(x2), f64(v) @ f64(x2), np.float32, k=5)
+
+
+CONV_CASES = [
+    dict(),
+    dict(stride=2),
+    dict(padding=1),
+    dict(padding=(2, 1), stride=(1, 2)),
+    dict(dilation=2, padding=2),
+    dict(groups=2),
+    dict(groups=4, padding=1),  # depthwise
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16], ids=dtype_id)
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+def test_conv2d(case, dtype, request):
+    xfail_if_known(request, f"conv2d-{np.dtype(dtype).name}")
+    params = CONV_CASES[case]
+    groups = params.get("groups", 1)
+    rng = rng_for("conv", case, dtype)
+    x = random_array(rng, (2, 4, 9, 8), dtype, -1, 1)
+    w = random_array(rng, (8, 4 // groups, 3, 3), dtype, -1, 1)
+    b = random_array(rng, (8,), dtype, -1, 1)
+    y, yb = kiln.jit(lambda x, w, b: (kiln.conv2d(x, w, **params), kiln.conv2d(x, w, b, **params)))(x, w, b)
+    want = np_conv2d(f64(x), f64(w), **params)
+    assert y.shape == want.shape and y.dtype == np.dtype(dtype)
+    k = (4 // groups) * 9
+    assert_close(y, want, dtype, k=k)
+    assert_close(yb, np_conv2d(f64(x), f64(w), f64(b), **params), dtype, k=k)
+
+
+def test_conv2d_bad_channels():
+    f = kiln.jit(lambda x, w: kiln.conv2d(x, w))
+    with pytest.raises(kiln.ShapeError):
+        f(np.ones((1, 3, 5, 5), np.float32), np.ones((2, 4, 3, 3), np.float32))

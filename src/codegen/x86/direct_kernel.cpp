@@ -1,0 +1,229 @@
+// The direct (unpacked) kernel generator, LIBXSMM style: M, N, K and every stride are immediates,
+// A elements are broadcast straight from the caller's matrix, B rows (unit column stride) are
+// loaded straight from memory, and the epilogue is applied before the only store of C.
+// Loops: row blocks (at most two heights, balanced), column tiles (full tiles in a loop, one masked
+// edge tile), K (fully unrolled up to 16, else 4x unrolled with an unrolled remainder).
+#include "codegen/x86/generators.h"
+#include "codegen/x86/vec_emit.h"
+#include "support/check.h"
+
+#include <algorithm>
+#include <cstddef>
+
+namespace kiln::x86 {
+
+namespace {
+
+constexpr int kUnroll = 4;
+constexpr int64_t kFullUnrollK = 16;
+
+int32_t arg(size_t offset) { return static_cast<int32_t>(offset); }
+
+class DirectGen {
+ public:
+  DirectGen(ax::Assembler& a, const KernelDesc& d)
+      : a_(a), d_(d), v_(a, d.isa == int64_t(Isa::avx512), ax::r13), vl_(v_.lanes()) {}
+
+  void emit();
+
+ private:
+  void row_block(int mr, int nv_full);
+  void tile(int mr, int nv, int last_n);
+  void k_step(int mr, int nv, int last_n, int64_t k, bool looped);
+  // Registers after the accumulators: mr == 1: broadcast, temp, mask; else B vectors, broadcast, mask.
+  int mask_reg(int mr, int nv) const { return mr == 1 ? nacc_ + 2 : nacc_ + nv + 1; }
+
+  ax::Assembler& a_;
+  const KernelDesc& d_;
+  VecEmitter v_;
+  int vl_;
+  // Registers: args, A row block, C row block, residual row block, B, bias, column offset (bytes),
+  // running A and B pointers, K loop and row-block loop counters (the constant base is r13).
+  const ax::Gp args_ = ax::rdi, ai_ = ax::rsi, ci_ = ax::rdx, ri_ = ax::rcx, b_ = ax::r8,
+               bias_ = ax::r9, col_ = ax::r10, ak_ = ax::r11, bk_ = ax::rax, kcnt_ = ax::rbx,
+               icnt_ = ax::r12;
+  int nacc_ = 0;
+};
+
+ax::Vec acc_reg(const VecEmitter& v, int nv, int i, int j) { return v.vec(i * nv + j); }
+
+void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped) {
+  const ax::Gp abase = looped ? ak_ : ai_;
+  const int32_t adisp = int32_t(k * d_.a_cs * 4);
+  const int32_t bdisp = int32_t(k * d_.b_rs * 4);
+  auto bmem = [&](int j) {
+    return looped ? ax::ptr(bk_, bdisp + j * vl_ * 4) : ax::ptr(b_, col_, 0, bdisp + j * vl_ * 4);
+  };
+  const ax::Vec mask = v_.vec(mask_reg(mr, nv));  // AVX2 edge mask, loaded once per tile
+  if (mr == 1) {
+    // GEMV-like: one broadcast of A, B straight from memory into the FMAs.
+    const ax::Vec bc = v_.vec(nacc_), tmp = v_.vec(nacc_ + 1);
+    a_.vbroadcastss(bc, ax::dword_ptr(abase, adisp));
+    for (int j = 0; j < nv; ++j) {
+      const bool edge = j == nv - 1 && last_n < vl_;
+      if (!edge) {
+        a_.vfmadd231ps(acc_reg(v_, nv, 0, j), bc, bmem(j));
+      } else if (v_.avx512()) {
+        a_.k(ax::k1).vfmadd231ps(acc_reg(v_, nv, 0, j), bc, bmem(j));
+      } else {
+        a_.vmaskmovps(tmp, mask, bmem(j));
+        a_.vfmadd231ps(acc_reg(v_, nv, 0, j), bc, tmp);
+      }
+    }
+    return;
+  }
+  for (int j = 0; j < nv; ++j) {
+    const ax::Vec bj = v_.vec(nacc_ + j);
+    const bool edge = j == nv - 1 && last_n < vl_;
+    if (!edge) a_.vmovups(bj, bmem(j));
+    else if (v_.avx512()) a_.k(ax::k1).z().vmovups(bj, bmem(j));
+    else a_.vmaskmovps(bj, mask, bmem(j));
+  }
+  const bool embed = v_.avx512() && nv <= 2;
+  const ax::Vec bc = v_.vec(nacc_ + nv);
+  for (int i = 0; i < mr; ++i) {
+    ax::Mem ai = ax::dword_ptr(abase, adisp + int32_t(i * d_.a_rs * 4));
+    if (embed) {
+      for (int j = 0; j < nv; ++j) a_.vfmadd231ps(acc_reg(v_, nv, i, j), v_.vec(nacc_ + j), ai._1to16());
+    } else {
+      a_.vbroadcastss(bc, ai);
+      for (int j = 0; j < nv; ++j) a_.vfmadd231ps(acc_reg(v_, nv, i, j), v_.vec(nacc_ + j), bc);
+    }
+  }
+}
+
+void DirectGen::tile(int mr, int nv, int last_n) {
+  nacc_ = mr * nv;
+  KILN_CHECK(nacc_ + 4 <= v_.num_regs() && mask_reg(mr, nv) < v_.num_regs()) << d_.name();
+  v_.set_mask(last_n, ak_);
+  if (!v_.avx512() && last_n < vl_) {
+    // vmaskmovps mask for the K loop; the epilogue reloads it into a temporary.
+    v_.load_lane_mask(v_.vec(mask_reg(mr, nv)), last_n);
+  }
+  for (int i = 0; i < nacc_; ++i) v_.zero(v_.vec(i));
+  const int64_t K = d_.K;
+  if (K <= kFullUnrollK) {
+    for (int64_t k = 0; k < K; ++k) k_step(mr, nv, last_n, k, false);
+  } else {
+    a_.mov(ak_, ai_);
+    a_.lea(bk_, ax::ptr(b_, col_));
+    a_.mov(kcnt_, K / kUnroll);
+    asmjit::Label loop = a_.newLabel();
+    a_.align(asmjit::AlignMode::kCode, 16);
+    a_.bind(loop);
+    for (int u = 0; u < kUnroll; ++u) k_step(mr, nv, last_n, u, true);
+    a_.add(ak_, int32_t(kUnroll * d_.a_cs * 4));
+    a_.add(bk_, int32_t(kUnroll * d_.b_rs * 4));
+    a_.dec(kcnt_);
+    a_.jnz(loop);
+    for (int64_t u = 0; u < K % kUnroll; ++u) k_step(mr, nv, last_n, u, true);
+  }
+  const ax::Vec t[4] = {v_.vec(nacc_), v_.vec(nacc_ + 1), v_.vec(nacc_ + 2), v_.vec(nacc_ + 3)};
+  // With K split into blocks (skinny shapes), C holds the partial sum between blocks.
+  const bool last = d_.last != 0;
+  VecEmitter::Epilogue e;
+  e.scale = last && d_.has_scale;
+  e.scale_mem = ax::dword_ptr(args_, arg(offsetof(KernelArgs, scale)));
+  e.bias = last && d_.has_bias;
+  e.act = last ? Activation(d_.act) : Activation::none;
+  e.residual = last && d_.has_residual;
+  for (int i = 0; i < mr; ++i) {
+    for (int j = 0; j < nv; ++j) {
+      const int n = j == nv - 1 ? last_n : vl_;
+      const ax::Mem cm = ax::ptr(ci_, col_, 0, int32_t((i * d_.ldc + j * vl_) * 4));
+      if (d_.accumulate) v_.add_mem(acc_reg(v_, nv, i, j), cm, n, t[0]);
+      e.bias_mem = ax::ptr(bias_, col_, 0, int32_t(j * vl_ * 4));
+      e.residual_mem = ax::ptr(ri_, col_, 0, int32_t((i * d_.ld_res + j * vl_) * 4));
+      v_.epilogue(acc_reg(v_, nv, i, j), e, n, t);
+      v_.store_masked(cm, acc_reg(v_, nv, i, j), n, t[0]);
+    }
+  }
+}
+
+void DirectGen::row_block(int mr, int nv_full) {
+  const int64_t W = int64_t(nv_full) * vl_;
+  const int64_t nfull = d_.cols / W;
+  const int64_t rest = d_.cols % W;
+  a_.xor_(col_.r32(), col_.r32());
+  if (nfull > 0) {
+    asmjit::Label loop = a_.newLabel();
+    a_.bind(loop);
+    tile(mr, nv_full, vl_);
+    if (nfull > 1 || rest > 0) a_.add(col_, int32_t(W * 4));
+    if (nfull > 1) {
+      a_.cmp(col_, int32_t(nfull * W * 4));
+      a_.jne(loop);
+    }
+  }
+  if (rest > 0) {
+    const int nv = int((rest + vl_ - 1) / vl_);
+    tile(mr, nv, int(rest - (nv - 1) * vl_));
+  }
+}
+
+void DirectGen::emit() {
+  a_.push(ax::rbx);
+  a_.push(ax::r12);
+  a_.push(ax::r13);
+  v_.load_const_base();
+  a_.mov(ai_, ax::ptr(args_, arg(offsetof(KernelArgs, a))));
+  a_.mov(b_, ax::ptr(args_, arg(offsetof(KernelArgs, b))));
+  a_.mov(ci_, ax::ptr(args_, arg(offsetof(KernelArgs, c))));
+  if (d_.has_bias && d_.last) a_.mov(bias_, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
+  if (d_.has_residual && d_.last) a_.mov(ri_, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
+
+  const DirectTiling tiling = direct_tiling(v_.avx512(), d_.rows, d_.cols);
+  const int64_t M = d_.rows;
+  const int64_t blocks = (M + tiling.rows_max - 1) / tiling.rows_max;
+  const int64_t hi = (M + blocks - 1) / blocks;
+  const int64_t n_hi = M - blocks * (hi - 1);
+  const struct {
+    int64_t rows, count;
+  } groups[2] = {{hi, n_hi}, {hi - 1, blocks - n_hi}};
+  for (const auto& g : groups) {
+    if (g.count == 0 || g.rows == 0) continue;
+    asmjit::Label loop = a_.newLabel();
+    if (g.count > 1) {
+      a_.mov(icnt_, g.count);
+      a_.bind(loop);
+    }
+    row_block(int(g.rows), tiling.vectors);
+    a_.add(ai_, int32_t(g.rows * d_.a_rs * 4));
+    a_.add(ci_, int32_t(g.rows * d_.ldc * 4));
+    if (d_.has_residual && d_.last) a_.add(ri_, int32_t(g.rows * d_.ld_res * 4));
+    if (g.count > 1) {
+      a_.dec(icnt_);
+      a_.jnz(loop);
+    }
+  }
+  a_.pop(ax::r13);
+  a_.pop(ax::r12);
+  a_.pop(ax::rbx);
+  a_.vzeroupper();
+  a_.ret();
+}
+
+}  // namespace
+
+DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N) {
+  const int vl = avx512 ? 16 : 8;
+  const int64_t nvec = (N + vl - 1) / vl;
+  DirectTiling t;
+  if (M == 1) {
+    t.vectors = int(std::min<int64_t>(nvec, 8));
+    t.rows_max = 1;
+    return t;
+  }
+  t.vectors = int(std::min<int64_t>(nvec, avx512 ? 4 : 2));
+  // Besides the accumulators: nv B vectors, a broadcast register (AVX-512 with nv <= 2 broadcasts
+  // inside the FMA instead) and the AVX2 edge mask; and at least 4 epilogue temporaries.
+  const int nv = t.vectors;
+  const int others = avx512 ? nv + (nv <= 2 ? 0 : 1) : nv + 2;
+  const int regs = avx512 ? 32 : 16;
+  t.rows_max = std::min((regs - others) / nv, (regs - 4) / nv);
+  return t;
+}
+
+void emit_direct_kernel(ax::Assembler& a, const KernelDesc& d) { DirectGen(a, d).emit(); }
+
+}  // namespace kiln::x86

@@ -1,0 +1,142 @@
+// kiln's x86 float32 GEMM: asmjit-generated microkernels (AVX-512 or AVX2+FMA) with fused
+// epilogues, BLIS-style blocking for large shapes, fully specialized unpacked kernels for small
+// ones and for GEMV-like shapes. This header is the whole interface; asmjit stays in the .cpp files.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln {
+class ThreadPool;
+}
+
+namespace kiln::x86 {
+
+enum class Isa : uint8_t { avx2, avx512 };
+enum class Activation : uint8_t { none, relu, gelu, gelu_tanh, silu };
+
+// Applied in registers, in this order, before C is stored:
+//   C(i, j) = act(scale * sum_k A(i, k) B(k, j) + bias[j]) + residual(i, j)
+// gelu is the erf form (0.5 x (1 + erf(x / sqrt 2)), erf by a polynomial with |error| < 1.5e-7);
+// gelu_tanh is the tanh approximation; silu is x * sigmoid(x).
+struct GemmEpilogue {
+  const float* bias = nullptr;  // [N], broadcast over rows; nullptr: none
+  float scale = 1.0f;
+  Activation act = Activation::none;
+  const float* residual = nullptr;  // residual(i, j) = residual[i * ld_residual + j]
+  int64_t ld_residual = 0;
+};
+
+// One operand: element (i, j) is at data[i * row_stride + j * col_stride] (transposes and strided
+// views without copies). Strides are in elements and may be any value, including 0.
+struct MatrixRef {
+  const float* data = nullptr;
+  int64_t row_stride = 0;
+  int64_t col_stride = 1;
+};
+
+// C[M, N] (row stride ldc, unit column stride) = epilogue(A[M, K] @ B[K, N]). C must not alias A or B.
+struct GemmProblem {
+  int64_t M = 0, N = 0, K = 0;
+  MatrixRef a, b;
+  float* c = nullptr;
+  int64_t ldc = 0;
+  GemmEpilogue epi;
+};
+
+// True when the CPU has at least AVX2+FMA (after the KILN_ISA cap).
+bool available();
+// Whether this CPU can run kernels of `isa` (ignores the KILN_ISA cap; for tests).
+bool isa_supported(Isa isa);
+// The ISA chosen from the CPU feature bits and the KILN_ISA cap.
+Isa selected_isa();
+const char* isa_name(Isa isa);
+std::string isa_name();  // of selected_isa(): "avx512" or "avx2"
+
+// Runs one problem with the selected ISA, or with `isa` (tests run both ISAs in one process).
+void gemm(const GemmProblem& p, ThreadPool& pool);
+void gemm(const GemmProblem& p, ThreadPool& pool, Isa isa);
+
+// Batched: problem b uses a.data + b * a, b.data + b * b, c + b * c, residual + b * residual
+// (element offsets). A batch stride of 0 broadcasts that operand over the batch.
+struct BatchStrides {
+  int64_t a = 0, b = 0, c = 0, residual = 0;
+};
+void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& strides, ThreadPool& pool);
+void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& strides, ThreadPool& pool,
+                  Isa isa);
+
+// A constant B packed once (weights known at compile time) into the panel layout of one ISA's
+// microkernel, reused by every call of gemm_prepacked.
+class PackedB {
+ public:
+  int64_t K() const { return k_; }
+  int64_t N() const { return n_; }
+  Isa isa() const { return isa_; }
+  int64_t panel_width() const { return nr_; }
+  const float* data() const { return data_.get(); }
+
+  struct FreeDeleter {
+    void operator()(float* p) const;
+  };
+  PackedB(Isa isa, int64_t k, int64_t n, int64_t nr, std::unique_ptr<float[], FreeDeleter> data)
+      : isa_(isa), k_(k), n_(n), nr_(nr), data_(std::move(data)) {}
+
+ private:
+  Isa isa_;
+  int64_t k_, n_, nr_;
+  std::unique_ptr<float[], FreeDeleter> data_;
+};
+std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N);
+std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N, Isa isa);
+// As gemm, with B taken from `packed` (p.b is ignored; p.K and p.N must match it).
+void gemm_prepacked(const GemmProblem& p, const PackedB& packed, ThreadPool& pool);
+
+// One generated kernel, as kept in the registry.
+struct KernelInfo {
+  std::string name;     // e.g. "packed_avx512_14x32_m14n32_first_last_bias_gelu"
+  std::string listing;  // asmjit's listing
+  double codegen_ms = 0;
+  int64_t code_bytes = 0;
+};
+// Every kernel that `p` would run (generating them if needed), and their listings together.
+std::vector<KernelInfo> kernels_for(const GemmProblem& p, Isa isa);
+std::string listing_for(const GemmProblem& p);
+std::string listing_for(const GemmProblem& p, Isa isa);
+
+// Counters for tests and kiln's stats().
+struct GemmStats {
+  int64_t calls = 0;          // gemm / gemm_prepacked / each gemm_batched
+  int64_t direct_calls = 0;   // ran unpacked, fully specialized kernels (small shapes)
+  int64_t skinny_calls = 0;   // M <= 8 (GEMV-like), unpacked, split over N
+  int64_t packed_calls = 0;   // BLIS path
+  int64_t kernels_generated = 0;
+  double codegen_ms_total = 0;
+  double codegen_ms_max = 0;
+};
+GemmStats stats();
+
+// A problem's shape, strides and epilogue kind resolved once to kernels and blocking; run() then
+// takes only pointers from the problem (what an Executable holds for one matmul launch).
+class GemmPlan {
+ public:
+  // Blocking is chosen for `threads` threads (run() is correct on any pool). With prepacked_b,
+  // B comes from a PackedB at run time.
+  static std::shared_ptr<const GemmPlan> make(const GemmProblem& p, Isa isa, int threads,
+                                              bool prepacked_b = false);
+  // p must have the shape, strides and epilogue kind (which pointers are set) of make()'s problem.
+  void run(const GemmProblem& p, ThreadPool& pool, const PackedB* packed = nullptr) const;
+  // As run(); pool == nullptr runs on the calling thread only (e.g. inside a parallel batch).
+  void run_on(const GemmProblem& p, ThreadPool* pool, const PackedB* packed = nullptr) const;
+  const std::vector<KernelInfo>& kernels() const;
+  ~GemmPlan();
+  struct Impl;
+  explicit GemmPlan(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::x86

@@ -1,0 +1,451 @@
+// The GEMM driver: picks a path for a problem and runs it over the thread pool.
+//   direct: M*N*K <= 64^3: one fully specialized unpacked kernel, single thread.
+//   skinny: M <= 8 with unit-stride B columns (GEMV-like): direct kernels over N chunks in parallel.
+//   packed: BLIS blocking (KC from L1, MC from L2), B packed into [K][NR] panels (or prepacked
+//           once), A packed per MC x KC block, tasks over (row blocks x column chunks).
+// A GemmPlan resolves the path, blocking and every kernel once; run() only does pointer math.
+#include "codegen/x86/cpu_info.h"
+#include "codegen/x86/gemm.h"
+#include "codegen/x86/generators.h"
+#include "codegen/x86/kernel_registry.h"
+#include "codegen/x86/pack.h"
+#include "jit/thread_pool.h"
+#include "support/check.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace kiln::x86 {
+
+namespace {
+
+constexpr int64_t kSmallVolume = 64 * 64 * 64;
+constexpr int64_t kSkinnyRows = 8;
+constexpr int64_t kSkinnyKBlock = 512;
+
+std::atomic<int64_t> g_calls{0}, g_direct{0}, g_skinny{0}, g_packed{0};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+enum class Path : uint8_t { empty, direct, skinny, packed };
+
+// Largest byte displacement a direct kernel over [rows x cols] would encode.
+bool direct_disp_fits(const GemmProblem& p, int64_t rows, int64_t cols, int64_t b_rs) {
+  auto mag = [](int64_t v) { return v < 0 ? -v : v; };
+  const int64_t elems = rows * mag(p.a.row_stride) + (p.K + 16) * mag(p.a.col_stride) +
+                        (p.K + 16) * mag(b_rs) + rows * mag(p.ldc) + rows * mag(p.epi.ld_residual) + cols + 64;
+  return elems < (int64_t{1} << 28);
+}
+
+KernelDesc epilogue_desc(const GemmProblem& p, Isa isa) {
+  KernelDesc d;
+  d.isa = int64_t(isa);
+  d.has_bias = p.epi.bias != nullptr;
+  d.has_scale = p.epi.scale != 1.0f;
+  d.act = int64_t(p.epi.act);
+  d.has_residual = p.epi.residual != nullptr;
+  return d;
+}
+
+}  // namespace
+
+void PackedB::FreeDeleter::operator()(float* p) const { std::free(p); }
+
+struct GemmPlan::Impl {
+  Path path = Path::empty;
+  Isa isa = Isa::avx2;
+  int64_t M = 0, N = 0, K = 0;
+  std::vector<KernelInfo> infos;
+  // direct
+  const Kernel* direct = nullptr;
+  bool copy_b = false;  // B's columns are not unit-stride: copy B row-major first
+  // skinny: N in chunks (one per thread), K in blocks (so each pass over B stays within a few
+  // hundred pages); kernels by [last chunk][K block kind: first, middle, last, only].
+  int64_t chunk = 0, nchunks = 0, kb = 0, nkb = 0;
+  const Kernel* skinny[2][4] = {};
+  // packed
+  int64_t MR = 0, NR = 0, KC = 0, MC = 0, npc = 0, m_blocks = 0, n_chunks = 0, chunk_panels = 0,
+          npanels = 0;
+  const Kernel* kern[2][2][2][2] = {};  // [accumulate][last][m edge][n edge]
+
+  const Kernel* use(const KernelDesc& d) {
+    const Kernel& k = get_kernel(d);
+    infos.push_back(k.info);
+    return &k;
+  }
+  void run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
+  void run_direct(const GemmProblem& p) const;
+  void run_skinny(const GemmProblem& p, ThreadPool* pool) const;
+  void run_packed(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
+};
+
+GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GemmPlan::~GemmPlan() = default;
+const std::vector<KernelInfo>& GemmPlan::kernels() const { return impl_->infos; }
+
+namespace {
+
+int64_t packed_mr(Isa isa) { return isa == Isa::avx512 ? 14 : 6; }
+int64_t packed_nr(Isa isa) { return isa == Isa::avx512 ? 32 : 16; }
+
+void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
+  if (pool && n > 1) pool->parallel_for(n, 1, fn);
+  else fn(0, n);
+}
+
+}  // namespace
+
+std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, int threads, bool prepacked_b) {
+  KILN_CHECK(p.M >= 0 && p.N >= 0 && p.K >= 0) << "negative GEMM dims " << p.M << "x" << p.N << "x" << p.K;
+  KILN_CHECK(isa_supported(isa)) << "this CPU cannot run " << isa_name(isa) << " kernels";
+  auto impl = std::make_unique<Impl>();
+  Impl& s = *impl;
+  s.isa = isa;
+  s.M = p.M;
+  s.N = p.N;
+  s.K = p.K;
+  if (p.M == 0 || p.N == 0) return std::make_shared<GemmPlan>(std::move(impl));
+
+  const KernelDesc base = epilogue_desc(p, isa);
+  const bool b_unit = p.b.col_stride == 1;
+  const int64_t volume = p.M * p.N * p.K;
+  if (!prepacked_b && volume <= kSmallVolume && direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
+    s.path = Path::direct;
+    s.copy_b = !b_unit;
+    KernelDesc d = base;
+    d.kind = KernelKind::direct;
+    d.rows = p.M;
+    d.cols = p.N;
+    d.K = p.K;
+    d.a_rs = p.a.row_stride;
+    d.a_cs = p.a.col_stride;
+    d.b_rs = b_unit ? p.b.row_stride : p.N;
+    d.ldc = p.ldc;
+    d.ld_res = d.has_residual ? p.epi.ld_residual : 0;
+    s.direct = s.use(d);
+    return std::make_shared<GemmPlan>(std::move(impl));
+  }
+
+  const int64_t T = std::max(1, threads);
+  if (!prepacked_b && p.M <= kSkinnyRows && b_unit && direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
+    s.path = Path::skinny;
+    const DirectTiling tiling = direct_tiling(isa == Isa::avx512, p.M, p.N);
+    const int64_t tile_w = int64_t(tiling.vectors) * (isa == Isa::avx512 ? 16 : 8);
+    // Enough chunks to feed every thread, each at least a few tiles wide.
+    const int64_t want = std::max<int64_t>(1, std::min<int64_t>(T, ceil_div(p.N, 4 * tile_w)));
+    s.chunk = round_up(ceil_div(p.N, want), tile_w);
+    s.nchunks = ceil_div(p.N, s.chunk);
+    s.nkb = std::max<int64_t>(1, ceil_div(p.K, kSkinnyKBlock));
+    s.kb = ceil_div(p.K, s.nkb);
+    s.nkb = std::max<int64_t>(1, ceil_div(p.K, s.kb));
+    const int64_t last_chunk = p.N - (s.nchunks - 1) * s.chunk;
+    const int64_t last_kb = p.K - (s.nkb - 1) * s.kb;
+    for (int lc = 0; lc < 2; ++lc) {
+      if (lc == 0 && s.nchunks == 1) continue;
+      for (int kind = 0; kind < 4; ++kind) {  // first, middle, last, only
+        if ((s.nkb == 1) != (kind == 3) || (kind == 1 && s.nkb < 3)) continue;
+        KernelDesc d = base;
+        d.kind = KernelKind::direct;
+        d.rows = p.M;
+        d.cols = lc ? last_chunk : s.chunk;
+        d.K = kind >= 2 ? last_kb : s.kb;
+        d.a_rs = p.a.row_stride;
+        d.a_cs = p.a.col_stride;
+        d.b_rs = p.b.row_stride;
+        d.ldc = p.ldc;
+        d.accumulate = kind == 1 || kind == 2;
+        d.last = kind >= 2;
+        if (!d.last) d.has_bias = d.has_scale = d.act = d.has_residual = 0;
+        d.ld_res = d.has_residual ? p.epi.ld_residual : 0;
+        s.skinny[lc][kind] = s.use(d);
+      }
+    }
+    return std::make_shared<GemmPlan>(std::move(impl));
+  }
+
+  // BLIS blocking from the cache sizes.
+  s.path = Path::packed;
+  const HostCpu& cpu = host_cpu();
+  s.MR = packed_mr(isa);
+  s.NR = packed_nr(isa);
+  const int64_t kc_max = std::clamp<int64_t>(cpu.l1d_bytes / (2 * s.NR * 4) / 16 * 16, 64, 512);
+  s.npc = std::max<int64_t>(1, ceil_div(p.K, kc_max));
+  s.KC = round_up(ceil_div(p.K, s.npc), 4);
+  const int64_t mc_cache = std::max(s.MR, (cpu.l2_bytes / 2) / std::max<int64_t>(1, s.KC * 4) / s.MR * s.MR);
+  s.m_blocks = ceil_div(p.M, mc_cache);
+  if (s.m_blocks % T != 0 && p.M >= T * s.MR * 8) s.m_blocks = round_up(s.m_blocks, T);
+  s.MC = round_up(ceil_div(p.M, s.m_blocks), s.MR);
+  s.m_blocks = ceil_div(p.M, s.MC);
+  s.npanels = ceil_div(p.N, s.NR);
+  const int64_t want_chunks = s.m_blocks >= T ? 1 : ceil_div(T, s.m_blocks);
+  s.chunk_panels = ceil_div(s.npanels, std::min(want_chunks, s.npanels));
+  s.n_chunks = ceil_div(s.npanels, s.chunk_panels);
+
+  const int64_t m_edge = p.M % s.MR, n_edge = p.N % s.NR;
+  for (int acc = 0; acc < 2; ++acc) {
+    for (int last = 0; last < 2; ++last) {
+      // One K block: (first, last). Two: (first), (acc, last). More: also (acc, not last).
+      const bool needed = s.npc == 1 ? (!acc && last) : !(!acc && last) && (s.npc > 2 || acc == last);
+      if (!needed) continue;
+      for (int me = 0; me < 2; ++me) {
+        if (me && !m_edge) continue;
+        if (!me && p.M < s.MR) continue;
+        for (int ne = 0; ne < 2; ++ne) {
+          if (ne && !n_edge) continue;
+          if (!ne && p.N < s.NR) continue;
+          KernelDesc d = base;
+          d.kind = KernelKind::packed;
+          d.MR = s.MR;
+          d.NR = s.NR;
+          d.rows = me ? m_edge : s.MR;
+          d.cols = ne ? n_edge : s.NR;
+          d.accumulate = acc;
+          d.last = last;
+          if (!last) d.has_bias = d.has_scale = d.act = d.has_residual = 0;
+          s.kern[acc][last][me][ne] = s.use(d);
+        }
+      }
+    }
+  }
+  return std::make_shared<GemmPlan>(std::move(impl));
+}
+
+
+void GemmPlan::Impl::run_direct(const GemmProblem& p) const {
+  KernelArgs args{p.a.data, p.b.data, p.c, p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
+  if (copy_b) {
+    float* b = thread_scratch(ScratchSlot::b_copy, size_t(p.K * p.N));
+    copy_b_rowmajor(p.b, p.K, p.N, b);
+    args.b = b;
+  }
+  direct->fn(&args);
+}
+
+void GemmPlan::Impl::run_skinny(const GemmProblem& p, ThreadPool* pool) const {
+  parallel(pool, nchunks, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t j0 = c * chunk;
+      const int lc = c == nchunks - 1;
+      for (int64_t b = 0; b < nkb; ++b) {
+        const int kind = nkb == 1 ? 3 : b == 0 ? 0 : b == nkb - 1 ? 2 : 1;
+        const int64_t k0 = b * kb;
+        KernelArgs args{p.a.data + k0 * p.a.col_stride,
+                        p.b.data + k0 * p.b.row_stride + j0,
+                        p.c + j0,
+                        p.epi.bias ? p.epi.bias + j0 : nullptr,
+                        p.epi.residual ? p.epi.residual + j0 : nullptr,
+                        0,
+                        0,
+                        0,
+                        p.epi.scale};
+        skinny[lc][kind]->fn(&args);
+      }
+    }
+  });
+}
+
+void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const {
+  const float* bpacked = nullptr;
+  if (packed) {
+    KILN_CHECK(packed->K() == K && packed->N() == N && packed->panel_width() == NR && packed->isa() == isa)
+        << "PackedB is " << packed->K() << "x" << packed->N() << " for " << isa_name(packed->isa())
+        << ", the problem needs " << K << "x" << N << " for " << isa_name(isa);
+    bpacked = packed->data();
+  } else if (m_blocks > 1) {
+    // Row blocks share B: pack all of it once, in parallel, before the tasks start.
+    float* buf = thread_scratch(ScratchSlot::b_packed, size_t(npanels * std::max<int64_t>(K, 1) * NR));
+    parallel(pool, npanels, [&](int64_t begin, int64_t end) {
+      for (int64_t jp = begin; jp < end; ++jp)
+        pack_b_panel(p.b, K, jp * NR, std::min(NR, N - jp * NR), NR, buf + jp * K * NR);
+    });
+    bpacked = buf;
+  }
+  const int64_t ldr = p.epi.ld_residual;
+  parallel(pool, m_blocks * n_chunks, [&](int64_t begin, int64_t end) {
+    float* abuf = thread_scratch(ScratchSlot::a_block, size_t(std::max<int64_t>(MC * KC, 1)));
+    KernelArgs args{};
+    args.ldc_bytes = p.ldc * 4;
+    args.ldr_bytes = ldr * 4;
+    args.scale = p.epi.scale;
+    // One row block: each task packs its own B panels right before using them (still in cache).
+    float* bpanel = bpacked ? nullptr : thread_scratch(ScratchSlot::b_panel, size_t(std::max<int64_t>(KC, 1) * NR));
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t mb = t / n_chunks, nc = t % n_chunks;
+      const int64_t i0 = mb * MC, mc = std::min(MC, M - i0);
+      const int64_t p0 = nc * chunk_panels, p1 = std::min(npanels, p0 + chunk_panels);
+      for (int64_t pc = 0; pc < npc; ++pc) {
+        const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
+        pack_a_block(p.a, i0, mc, k0, kc, MR, abuf);
+        const int acc = pc > 0, last = pc == npc - 1;
+        args.kc = kc;
+        for (int64_t jp = p0; jp < p1; ++jp) {
+          const int64_t j0 = jp * NR;
+          const int ne = N - j0 < NR;
+          if (bpacked) {
+            args.b = bpacked + jp * K * NR + k0 * NR;
+          } else {
+            const MatrixRef rows{p.b.data + k0 * p.b.row_stride, p.b.row_stride, p.b.col_stride};
+            pack_b_panel(rows, kc, j0, std::min(NR, N - j0), NR, bpanel);
+            args.b = bpanel;
+          }
+          args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
+          for (int64_t r0 = 0; r0 < mc; r0 += MR) {
+            const int me = mc - r0 < MR;
+            args.a = abuf + r0 * kc;
+            args.c = p.c + (i0 + r0) * p.ldc + j0;
+            args.residual = p.epi.residual ? p.epi.residual + (i0 + r0) * ldr + j0 : nullptr;
+            kern[acc][last][me][ne]->fn(&args);
+          }
+        }
+      }
+    }
+  });
+}
+
+void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const {
+  KILN_CHECK(p.M == M && p.N == N && p.K == K) << "GemmPlan for " << M << "x" << N << "x" << K << " run on "
+                                              << p.M << "x" << p.N << "x" << p.K;
+  switch (path) {
+    case Path::empty: return;
+    case Path::direct:
+      g_direct.fetch_add(1, std::memory_order_relaxed);
+      return run_direct(p);
+    case Path::skinny:
+      g_skinny.fetch_add(1, std::memory_order_relaxed);
+      return run_skinny(p, pool);
+    case Path::packed:
+      g_packed.fetch_add(1, std::memory_order_relaxed);
+      return run_packed(p, pool, packed);
+  }
+}
+
+void GemmPlan::run(const GemmProblem& p, ThreadPool& pool, const PackedB* packed) const {
+  g_calls.fetch_add(1, std::memory_order_relaxed);
+  impl_->run(p, &pool, packed);
+}
+
+void GemmPlan::run_on(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const {
+  impl_->run(p, pool, packed);
+}
+
+namespace {
+
+// Plans memoized by everything but the data pointers.
+struct PlanKey {
+  int64_t isa, threads, prepacked, M, N, K, a_rs, a_cs, b_rs, b_cs, ldc, ld_res, bias, scale, act, res;
+  bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    const auto* w = reinterpret_cast<const int64_t*>(&k);
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < sizeof(k) / 8; ++i) h = (h ^ uint64_t(w[i])) * 0xff51afd7ed558ccdull;
+    return size_t(h ^ (h >> 29));
+  }
+};
+
+std::shared_ptr<const GemmPlan> cached_plan(const GemmProblem& p, Isa isa, int threads, bool prepacked) {
+  static std::shared_mutex mu;
+  static auto* plans = new std::unordered_map<PlanKey, std::shared_ptr<const GemmPlan>, PlanKeyHash>();
+  const bool res = p.epi.residual != nullptr;
+  PlanKey key{int64_t(isa),      threads,          prepacked,        p.M,      p.N,
+              p.K,               p.a.row_stride,   p.a.col_stride,   p.b.row_stride,
+              p.b.col_stride,    p.ldc,            res ? p.epi.ld_residual : 0,
+              p.epi.bias != nullptr, p.epi.scale != 1.0f, int64_t(p.epi.act), res};
+  {
+    std::shared_lock lock(mu);
+    auto it = plans->find(key);
+    if (it != plans->end()) return it->second;
+  }
+  auto plan = GemmPlan::make(p, isa, threads, prepacked);
+  std::unique_lock lock(mu);
+  return plans->try_emplace(key, std::move(plan)).first->second;
+}
+
+}  // namespace
+
+void gemm(const GemmProblem& p, ThreadPool& pool, Isa isa) {
+  cached_plan(p, isa, pool.num_threads(), false)->run(p, pool);
+}
+
+void gemm(const GemmProblem& p, ThreadPool& pool) { gemm(p, pool, selected_isa()); }
+
+void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, ThreadPool& pool, Isa isa) {
+  KILN_CHECK(batch >= 0) << "negative batch " << batch;
+  if (batch == 0) return;
+  auto plan = cached_plan(p, isa, pool.num_threads(), false);
+  auto item = [&](int64_t b) {
+    GemmProblem q = p;
+    q.a.data = p.a.data + b * st.a;
+    q.b.data = p.b.data + b * st.b;
+    q.c = p.c + b * st.c;
+    if (p.epi.residual) q.epi.residual = p.epi.residual + b * st.residual;
+    return q;
+  };
+  g_calls.fetch_add(batch, std::memory_order_relaxed);
+  // Small problems: one per task across the pool; large ones: one after another, each parallel.
+  if (p.M * p.N * p.K <= 4 * kSmallVolume) {
+    pool.parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) plan->run_on(item(b), nullptr);
+    });
+  } else {
+    for (int64_t b = 0; b < batch; ++b) plan->run_on(item(b), &pool);
+  }
+}
+
+void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, ThreadPool& pool) {
+  gemm_batched(p, batch, st, pool, selected_isa());
+}
+
+std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N, Isa isa) {
+  KILN_CHECK(K >= 0 && N >= 0) << "pack_b of " << K << "x" << N;
+  const int64_t NR = packed_nr(isa), npanels = ceil_div(N, NR);
+  const size_t bytes = size_t(std::max<int64_t>(npanels * K * NR, 16)) * sizeof(float);
+  std::unique_ptr<float[], PackedB::FreeDeleter> data(
+      static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  KILN_CHECK(data != nullptr) << "out of memory packing B (" << bytes << " bytes)";
+  for (int64_t jp = 0; jp < npanels; ++jp)
+    pack_b_panel(b, K, jp * NR, std::min(NR, N - jp * NR), NR, data.get() + jp * K * NR);
+  return std::make_shared<PackedB>(isa, K, N, NR, std::move(data));
+}
+
+std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N) { return pack_b(b, K, N, selected_isa()); }
+
+void gemm_prepacked(const GemmProblem& p, const PackedB& packed, ThreadPool& pool) {
+  cached_plan(p, packed.isa(), pool.num_threads(), true)->run(p, pool, &packed);
+}
+
+std::vector<KernelInfo> kernels_for(const GemmProblem& p, Isa isa) {
+  return GemmPlan::make(p, isa, ThreadPool::global().num_threads())->kernels();
+}
+
+std::string listing_for(const GemmProblem& p, Isa isa) {
+  std::string out;
+  for (const KernelInfo& k : kernels_for(p, isa)) {
+    out += k.listing;
+    out += "; codegen " + std::to_string(k.codegen_ms) + " ms, " + std::to_string(k.code_bytes) + " bytes\n\n";
+  }
+  return out;
+}
+
+std::string listing_for(const GemmProblem& p) { return listing_for(p, selected_isa()); }
+
+GemmStats stats() {
+  GemmStats s;
+  s.calls = g_calls.load();
+  s.direct_calls = g_direct.load();
+  s.skinny_calls = g_skinny.load();
+  s.packed_calls = g_packed.load();
+  s.kernels_generated = kernels_generated();
+  s.codegen_ms_total = codegen_ms_total();
+  s.codegen_ms_max = codegen_ms_max();
+  return s;
+}
+
+}  // namespace kiln::x86

@@ -1,0 +1,23 @@
+// The two GEMM code generators. Each emits one complete function `void fn(const KernelArgs*)`
+// for a descriptor into an asmjit assembler; kernel_registry.cpp owns the CodeHolder and runtime.
+#pragma once
+
+#include "codegen/x86/kernel_registry.h"
+
+#include <asmjit/x86.h>
+
+namespace kiln::x86 {
+
+// Register-blocked microkernel over packed panels (packed_kernel.cpp).
+void emit_packed_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
+// Unpacked kernel for exact M, N, K and strides (direct_kernel.cpp).
+void emit_direct_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
+
+// The direct kernel's register tile for a shape: rows per block and vectors per column tile.
+struct DirectTiling {
+  int vectors = 1;  // column tile width in vectors
+  int rows_max = 1;
+};
+DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N);
+
+}  // namespace kiln::x86

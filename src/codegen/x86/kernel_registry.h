@@ -1,0 +1,64 @@
+// Microkernel descriptors and the registry that generates each one once (thread-safe) and keeps
+// its code, asmjit listing and codegen time. Generators live in packed_kernel.cpp and
+// direct_kernel.cpp; both take a KernelDesc and emit into an asmjit assembler.
+#pragma once
+
+#include "codegen/x86/gemm.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::x86 {
+
+enum class KernelKind : int64_t {
+  packed,  // BLIS microkernel: packed A panel [kc][MR] x packed B panel [kc][NR] -> C tile
+  direct,  // unpacked, fully specialized: exact M, N, K and strides baked in (small / skinny)
+};
+
+// Everything that changes the generated code. Only int64_t fields: no padding, so it is compared
+// and hashed as bytes. Strides are in elements.
+struct KernelDesc {
+  KernelKind kind = KernelKind::packed;
+  int64_t isa = 0;   // Isa
+  int64_t rows = 0;  // packed: valid rows of the tile (<= MR); direct: M
+  int64_t cols = 0;  // packed: valid cols of the tile (<= NR); direct: N
+  int64_t MR = 0, NR = 0;  // packed: panel strides; direct: 0
+  int64_t K = 0;           // direct: K; packed: 0 (kc comes at run time)
+  int64_t a_rs = 0, a_cs = 0, b_rs = 0, ldc = 0, ld_res = 0;  // direct only
+  int64_t accumulate = 0;  // packed: add C's partial sum (not the first K block)
+  int64_t last = 1;        // packed: last K block, apply the epilogue
+  int64_t has_bias = 0, has_scale = 0, act = 0, has_residual = 0;
+
+  bool operator==(const KernelDesc& o) const;
+  std::string name() const;
+};
+
+// The one argument of every generated kernel: void fn(const KernelArgs*).
+struct KernelArgs {
+  const float* a;
+  const float* b;
+  float* c;
+  const float* bias;      // at the tile's first column
+  const float* residual;  // at the tile's first element
+  int64_t kc;             // packed only
+  int64_t ldc_bytes;      // packed only
+  int64_t ldr_bytes;      // packed only
+  float scale;
+};
+using KernelFn = void (*)(const KernelArgs*);
+
+struct Kernel {
+  KernelFn fn = nullptr;
+  KernelInfo info;
+};
+
+// Returns the kernel for `desc`, generating it on first use. The reference stays valid for the
+// life of the process. No lock is held while code is generated.
+const Kernel& get_kernel(const KernelDesc& desc);
+
+// Registry counters (for stats()).
+int64_t kernels_generated();
+double codegen_ms_total();
+double codegen_ms_max();
+
+}  // namespace kiln::x86

@@ -1,0 +1,27 @@
+// Packing for the BLIS path: A blocks into MR-row panels laid out [kc][MR], B into NR-column
+// panels laid out [K][NR] (zero-padded past N). Any strides; unit-stride layouts take fast paths.
+// Also the per-thread scratch buffers the driver packs into.
+#pragma once
+
+#include "codegen/x86/gemm.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::x86 {
+
+// Rows [i0, i0 + mc) and columns [k0, k0 + kc) of A; panel p starts at dst + p * MR * kc.
+// The last panel holds mc % MR rows (the edge kernel reads no more).
+void pack_a_block(const MatrixRef& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t MR, float* dst);
+// Columns [j0, j0 + nr) of B over all K rows, into dst[K][NR]; columns nr..NR-1 are zero.
+void pack_b_panel(const MatrixRef& b, int64_t K, int64_t j0, int64_t nr, int64_t NR, float* dst);
+// B[K, N] into a contiguous row-major copy (ld = N), for the direct kernel when B's columns are
+// not unit-stride.
+void copy_b_rowmajor(const MatrixRef& b, int64_t K, int64_t N, float* dst);
+
+// A 64-byte aligned per-thread buffer of at least `floats` floats; `slot` keeps concurrent uses on
+// one thread apart. Valid until the next call with the same slot on this thread.
+enum class ScratchSlot : int { a_block, b_packed, b_panel, b_copy, kCount };
+float* thread_scratch(ScratchSlot slot, size_t floats);
+
+}  // namespace kiln::x86

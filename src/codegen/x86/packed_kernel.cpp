@@ -1,0 +1,113 @@
+// The BLIS microkernel generator: C[rows x cols] (+)= Apanel[kc][MR] * Bpanel[kc][NR], with the
+// epilogue on the last K block. Accumulators stay in registers for the whole K loop (unrolled 4x);
+// edge tiles are separate kernels with fewer row registers and masked column stores.
+#include "codegen/x86/generators.h"
+#include "codegen/x86/vec_emit.h"
+#include "support/check.h"
+
+#include <cstddef>
+
+namespace kiln::x86 {
+
+namespace {
+
+constexpr int kUnroll = 4;
+
+int32_t arg(size_t offset) { return static_cast<int32_t>(offset); }
+
+}  // namespace
+
+void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
+  const bool avx512 = d.isa == int64_t(Isa::avx512);
+  const ax::Gp args = ax::rdi, ra = ax::rsi, rb = ax::rdx, rc = ax::rcx, cnt = ax::r8, rem = ax::r9,
+               res = ax::r10, bias = ax::r11, cbase = ax::rax;
+  VecEmitter v(a, avx512, cbase);
+  const int vl = v.lanes();
+  const int mr = int(d.rows);
+  const int nv = int((d.cols + vl - 1) / vl);
+  const int last_n = int(d.cols - (nv - 1) * vl);
+  const int nacc = mr * nv;
+  KILN_CHECK(mr >= 1 && mr <= d.MR && d.cols >= 1 && d.cols <= d.NR) << d.name();
+  KILN_CHECK(nacc + 4 <= v.num_regs() && nacc + nv + 1 <= v.num_regs()) << d.name();
+  // AVX-512 with few column vectors: the A element is a {1to16} operand of the FMA itself.
+  const bool embed = avx512 && nv <= 2;
+  const int nbc = nacc + nv + 2 <= v.num_regs() ? 2 : 1;
+  auto acc = [&](int i, int j) { return v.vec(i * nv + j); };
+  auto breg = [&](int j) { return v.vec(nacc + j); };
+  auto bc = [&](int i) { return v.vec(nacc + nv + i % nbc); };
+
+  a.mov(ra, ax::ptr(args, arg(offsetof(KernelArgs, a))));
+  a.mov(rb, ax::ptr(args, arg(offsetof(KernelArgs, b))));
+  a.mov(rc, ax::ptr(args, arg(offsetof(KernelArgs, c))));
+  a.mov(cnt, ax::ptr(args, arg(offsetof(KernelArgs, kc))));
+  for (int i = 0; i < nacc; ++i) v.zero(v.vec(i));
+
+  auto body = [&](int u) {
+    for (int j = 0; j < nv; ++j) a.vmovups(breg(j), ax::ptr(rb, int32_t((u * d.NR + j * vl) * 4)));
+    for (int i = 0; i < mr; ++i) {
+      ax::Mem ai = ax::dword_ptr(ra, int32_t((u * d.MR + i) * 4));
+      if (embed) {
+        for (int j = 0; j < nv; ++j) a.vfmadd231ps(acc(i, j), breg(j), ai._1to16());
+      } else {
+        a.vbroadcastss(bc(i), ai);
+        for (int j = 0; j < nv; ++j) a.vfmadd231ps(acc(i, j), breg(j), bc(i));
+      }
+    }
+  };
+  asmjit::Label main_loop = a.newLabel(), rem_start = a.newLabel(), rem_loop = a.newLabel(),
+                done = a.newLabel();
+  a.mov(rem, cnt);
+  a.shr(cnt, 2);
+  a.jz(rem_start);
+  a.align(asmjit::AlignMode::kCode, 16);
+  a.bind(main_loop);
+  for (int u = 0; u < kUnroll; ++u) body(u);
+  a.add(ra, int32_t(kUnroll * d.MR * 4));
+  a.add(rb, int32_t(kUnroll * d.NR * 4));
+  a.dec(cnt);
+  a.jnz(main_loop);
+  a.bind(rem_start);
+  a.and_(rem, kUnroll - 1);
+  a.jz(done);
+  a.bind(rem_loop);
+  body(0);
+  a.add(ra, int32_t(d.MR * 4));
+  a.add(rb, int32_t(d.NR * 4));
+  a.dec(rem);
+  a.jnz(rem_loop);
+  a.bind(done);
+
+  // Epilogue, row by row: (+ C's partial sum), then on the last K block scale, bias, act, residual.
+  const bool last = d.last != 0;
+  a.mov(rem, ax::ptr(args, arg(offsetof(KernelArgs, ldc_bytes))));
+  if (last && d.has_bias) a.mov(bias, ax::ptr(args, arg(offsetof(KernelArgs, bias))));
+  if (last && d.has_residual) a.mov(res, ax::ptr(args, arg(offsetof(KernelArgs, residual))));
+  v.load_const_base();
+  v.set_mask(last_n, cnt);
+  const ax::Vec t[4] = {v.vec(nacc), v.vec(nacc + 1), v.vec(nacc + 2), v.vec(nacc + 3)};
+  VecEmitter::Epilogue e;
+  e.scale = last && d.has_scale;
+  e.scale_mem = ax::dword_ptr(args, arg(offsetof(KernelArgs, scale)));
+  e.bias = last && d.has_bias;
+  e.act = last ? Activation(d.act) : Activation::none;
+  e.residual = last && d.has_residual;
+  for (int i = 0; i < mr; ++i) {
+    for (int j = 0; j < nv; ++j) {
+      const int n = j == nv - 1 ? last_n : vl;
+      ax::Mem cm = ax::ptr(rc, int32_t(j * vl * 4));
+      if (d.accumulate) v.add_mem(acc(i, j), cm, n, t[0]);
+      e.bias_mem = ax::ptr(bias, int32_t(j * vl * 4));
+      e.residual_mem = ax::ptr(res, int32_t(j * vl * 4));
+      v.epilogue(acc(i, j), e, n, t);
+      v.store_masked(cm, acc(i, j), n, t[0]);
+    }
+    if (i + 1 < mr) {
+      a.add(rc, rem);
+      if (e.residual) a.add(res, ax::ptr(args, arg(offsetof(KernelArgs, ldr_bytes))));
+    }
+  }
+  a.vzeroupper();
+  a.ret();
+}
+
+}  // namespace kiln::x86

@@ -1,0 +1,196 @@
+// Shared emission helpers for the GEMM generators: constants, masks and the fused epilogue math.
+#include "codegen/x86/vec_emit.h"
+
+#include <bit>
+#include <cstddef>
+
+namespace kiln::x86 {
+
+namespace {
+
+// The constants the generated code reads through one base register, plus the AVX2 lane masks
+// (8 x -1 then 8 x 0: the mask for n lanes starts at element 8 - n).
+struct alignas(64) ConstTables {
+  float consts[kNumConsts][16];
+  int32_t masks[16];
+};
+
+constexpr float bits(uint32_t u) { return std::bit_cast<float>(u); }
+
+constexpr ConstTables make_tables() {
+  ConstTables t{};
+  float v[kNumConsts] = {};
+  v[kZero] = 0.0f;
+  v[kOne] = 1.0f;
+  v[kHalf] = 0.5f;
+  v[kNegHalf] = -0.5f;
+  v[kNegOne] = -1.0f;
+  v[kExpHi] = 88.0f;  // keeps round(x log2 e) <= 127 so the AVX2 exponent trick cannot overflow
+  v[kExpLo] = -87.33654f;
+  v[kLog2e] = 1.44269504088896341f;
+  v[kLn2Hi] = 0.693359375f;
+  v[kLn2Lo] = -2.12194440e-4f;
+  // Cephes expf: e^r = 1 + r + r^2 (0.5 + r/6 + ...), written as one Horner chain.
+  const float p[8] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
+                      1.6666665459e-1f, 5.0000001201e-1f, 1.0f, 1.0f};
+  for (int i = 0; i < 8; ++i) v[kExpP0 + i] = p[i];
+  v[kAbsMask] = bits(0x7fffffffu);
+  v[kSignMask] = bits(0x80000000u);
+  // gelu_tanh(x) = x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) = x / (1 + exp(x (-K - K A x^2))).
+  v[kGeluTanhNegK] = -1.5957691216057308f;
+  v[kGeluTanhNegKA] = -1.5957691216057308f * 0.044715f;
+  // Abramowitz & Stegun 7.1.26: erf(y) = 1 - t (a1 + t (a2 + ...)) e^{-y^2}, t = 1 / (1 + p y).
+  v[kErfP] = 0.3275911f * 0.70710678118654752f;
+  const float ea[5] = {0.254829592f, -0.284496736f, 1.421413741f, -1.453152027f, 1.061405429f};
+  for (int i = 0; i < 5; ++i) v[kErfA1 + i] = ea[i];
+  for (int c = 0; c < kNumConsts; ++c)
+    for (int l = 0; l < 16; ++l) t.consts[c][l] = v[c];
+  for (int l = 0; l < 16; ++l) t.masks[l] = l < 8 ? -1 : 0;
+  return t;
+}
+
+constinit const ConstTables kTables = make_tables();
+
+}  // namespace
+
+void VecEmitter::load_const_base() { a_.mov(const_reg_, asmjit::Imm(reinterpret_cast<intptr_t>(&kTables))); }
+
+ax::Mem VecEmitter::mask_mem(int n) const {
+  return ax::ptr(const_reg_, int32_t(offsetof(ConstTables, masks) + (8 - n) * 4));
+}
+
+void VecEmitter::zero(const ax::Vec& v) {
+  if (avx512_) a_.vpxord(v, v, v);
+  else a_.vxorps(v, v, v);
+}
+
+void VecEmitter::set_mask(int n, const ax::Gp& scratch) {
+  if (!avx512_ || n >= lanes()) return;
+  a_.mov(scratch.r32(), (1u << n) - 1);
+  a_.kmovw(ax::k1, scratch.r32());
+}
+
+void VecEmitter::load_masked(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp) {
+  if (n >= lanes()) {
+    a_.vmovups(dst, m);
+  } else if (avx512_) {
+    a_.k(ax::k1).z().vmovups(dst, m);
+  } else {
+    a_.vmovups(tmp, mask_mem(n));
+    a_.vmaskmovps(dst, tmp, m);
+  }
+}
+
+void VecEmitter::store_masked(const ax::Mem& m, const ax::Vec& src, int n, const ax::Vec& tmp) {
+  if (n >= lanes()) {
+    a_.vmovups(m, src);
+  } else if (avx512_) {
+    a_.k(ax::k1).vmovups(m, src);
+  } else {
+    a_.vmovups(tmp, mask_mem(n));
+    a_.vmaskmovps(m, tmp, src);
+  }
+}
+
+void VecEmitter::add_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp) {
+  if (n >= lanes()) {
+    a_.vaddps(dst, dst, m);
+  } else if (avx512_) {
+    a_.k(ax::k1).vaddps(dst, dst, m);  // merge-masked: masked-off lanes neither load nor fault
+  } else {
+    load_masked(tmp, m, n, tmp);
+    a_.vaddps(dst, dst, tmp);
+  }
+}
+
+void VecEmitter::and_mem(const ax::Vec& dst, const ax::Vec& src, const ax::Mem& m) {
+  if (avx512_) a_.vpandd(dst, src, m);
+  else a_.vandps(dst, src, m);
+}
+
+void VecEmitter::or_reg(const ax::Vec& dst, const ax::Vec& x, const ax::Vec& y) {
+  if (avx512_) a_.vpord(dst, x, y);
+  else a_.vorps(dst, x, y);
+}
+
+// z = exp(z), about 1 ulp on [-87.3, 88]; inputs are clamped to that range.
+void VecEmitter::exp_inplace(const ax::Vec& z, const ax::Vec& ta, const ax::Vec& tb) {
+  a_.vminps(z, z, cst(kExpHi));
+  a_.vmaxps(z, z, cst(kExpLo));
+  a_.vmulps(ta, z, cst(kLog2e));
+  if (avx512_) a_.vrndscaleps(ta, ta, 0x08);  // nearest, no precision exception
+  else a_.vroundps(ta, ta, 0x08);
+  a_.vfnmadd231ps(z, ta, cst(kLn2Hi));
+  a_.vfnmadd231ps(z, ta, cst(kLn2Lo));
+  a_.vmovaps(tb, cst(kExpP0));
+  for (int i = 1; i < 8; ++i) a_.vfmadd213ps(tb, z, cst(ConstId(kExpP0 + i)));
+  if (avx512_) {
+    a_.vscalefps(z, tb, ta);
+  } else {
+    a_.vcvtps2dq(ta, ta);
+    a_.vpslld(ta, ta, 23);
+    a_.vpaddd(z, tb, ta);
+  }
+}
+
+void VecEmitter::activation(const ax::Vec& x, Activation act, const ax::Vec t[4]) {
+  switch (act) {
+    case Activation::none:
+      return;
+    case Activation::relu:
+      a_.vmaxps(x, x, cst(kZero));
+      return;
+    case Activation::silu:  // x / (1 + e^-x)
+      a_.vmulps(t[0], x, cst(kNegOne));
+      exp_inplace(t[0], t[1], t[2]);
+      a_.vaddps(t[0], t[0], cst(kOne));
+      a_.vdivps(x, x, t[0]);
+      return;
+    case Activation::gelu_tanh:  // x / (1 + e^{x (-K - K A x^2)})
+      a_.vmulps(t[0], x, x);
+      a_.vmulps(t[0], t[0], cst(kGeluTanhNegKA));
+      a_.vaddps(t[0], t[0], cst(kGeluTanhNegK));
+      a_.vmulps(t[0], t[0], x);
+      exp_inplace(t[0], t[1], t[2]);
+      a_.vaddps(t[0], t[0], cst(kOne));
+      a_.vdivps(x, x, t[0]);
+      return;
+    case Activation::gelu: {  // x * Phi(x), Phi(x) = 0.5 + sign(x) (0.5 - 0.5 q)
+      and_mem(t[0], x, cst(kAbsMask));
+      a_.vmulps(t[0], t[0], cst(kErfP));
+      a_.vaddps(t[0], t[0], cst(kOne));
+      a_.vmovaps(t[1], cst(kOne));
+      a_.vdivps(t[0], t[1], t[0]);  // t
+      a_.vmovaps(t[1], cst(kErfA5));
+      for (int i = 3; i >= 0; --i) a_.vfmadd213ps(t[1], t[0], cst(ConstId(kErfA1 + i)));
+      a_.vmulps(t[1], t[1], t[0]);  // poly(t)
+      a_.vmulps(t[0], x, x);
+      a_.vmulps(t[0], t[0], cst(kNegHalf));
+      exp_inplace(t[0], t[2], t[3]);  // e^{-x^2/2}
+      a_.vmulps(t[1], t[1], t[0]);    // q = 1 - erf(|x| / sqrt 2)
+      a_.vmulps(t[1], t[1], cst(kNegHalf));
+      a_.vaddps(t[1], t[1], cst(kHalf));  // 0.5 - 0.5 q >= 0
+      and_mem(t[0], x, cst(kSignMask));
+      or_reg(t[1], t[1], t[0]);
+      a_.vaddps(t[1], t[1], cst(kHalf));
+      a_.vmulps(x, x, t[1]);
+      return;
+    }
+  }
+}
+
+void VecEmitter::epilogue(const ax::Vec& x, const Epilogue& e, int n, const ax::Vec t[4]) {
+  if (e.scale) {
+    if (avx512_) {
+      a_.vmulps(x, x, ax::Mem(e.scale_mem)._1to16());
+    } else {
+      a_.vbroadcastss(t[0], e.scale_mem);
+      a_.vmulps(x, x, t[0]);
+    }
+  }
+  if (e.bias) add_mem(x, e.bias_mem, n, t[0]);
+  activation(x, e.act, t);
+  if (e.residual) add_mem(x, e.residual_mem, n, t[0]);
+}
+
+}  // namespace kiln::x86

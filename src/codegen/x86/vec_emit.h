@@ -1,0 +1,90 @@
+// ISA-neutral helpers the GEMM generators share: vector registers by index, a table of constants
+// addressed from one register, masked loads/stores for edge tiles (AVX-512 k1, AVX2 vmaskmovps)
+// and the epilogue (scale, bias, activation, residual) applied to one accumulator in registers.
+#pragma once
+
+#include "codegen/x86/gemm.h"
+
+#include <asmjit/x86.h>
+
+#include <cstdint>
+
+namespace kiln::x86 {
+
+namespace ax = asmjit::x86;
+
+// Indices into the constant table (each constant replicated over 16 lanes, 64 bytes apart).
+enum ConstId : int32_t {
+  kZero,
+  kOne,
+  kHalf,
+  kNegHalf,
+  kNegOne,
+  kExpHi,
+  kExpLo,
+  kLog2e,
+  kLn2Hi,
+  kLn2Lo,
+  kExpP0,  // kExpP0..kExpP7: e^r on [-ln2/2, ln2/2], Horner from the highest degree
+  kExpP7 = kExpP0 + 7,
+  kAbsMask,
+  kSignMask,
+  kGeluTanhNegK,
+  kGeluTanhNegKA,
+  kErfP,  // A&S 7.1.26's p, divided by sqrt 2 (applied to |x|)
+  kErfA1,
+  kErfA5 = kErfA1 + 4,
+  kNumConsts
+};
+
+class VecEmitter {
+ public:
+  VecEmitter(ax::Assembler& a, bool avx512, ax::Gp const_reg)
+      : a_(a), avx512_(avx512), const_reg_(const_reg) {}
+
+  bool avx512() const { return avx512_; }
+  int lanes() const { return avx512_ ? 16 : 8; }
+  int num_regs() const { return avx512_ ? 32 : 16; }
+  ax::Vec vec(int i) const { return avx512_ ? ax::Vec(ax::zmm(i)) : ax::Vec(ax::ymm(i)); }
+  ax::Mem cst(ConstId id) const { return ax::ptr(const_reg_, int32_t(id) * 64); }
+
+  // Loads the constant table's address (and the AVX2 mask table's) into const_reg.
+  void load_const_base();
+  void zero(const ax::Vec& v);
+
+  // Edge-tile masks: lanes [0, n) of a vector. AVX-512 keeps it in k1 (set once per tile);
+  // AVX2 loads it into `tmp` before each masked access.
+  void set_mask(int n, const ax::Gp& scratch);
+  // AVX2: dst = the vmaskmovps mask of lanes [0, n).
+  void load_lane_mask(const ax::Vec& dst, int n) { a_.vmovups(dst, mask_mem(n)); }
+  void load_masked(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp);
+  void store_masked(const ax::Mem& m, const ax::Vec& src, int n, const ax::Vec& tmp);
+  // dst += [m] over `n` lanes (n == lanes(): plain). tmp is clobbered.
+  void add_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp);
+
+  // The epilogue tail after the sum (and C's partial sum) is in x: scale (broadcast from
+  // scale_mem), bias, activation, residual. t[0..3] are free temporaries. Does not store.
+  struct Epilogue {
+    bool scale = false;
+    ax::Mem scale_mem;
+    bool bias = false;
+    ax::Mem bias_mem;
+    Activation act = Activation::none;
+    bool residual = false;
+    ax::Mem residual_mem;
+  };
+  void epilogue(const ax::Vec& x, const Epilogue& e, int n, const ax::Vec t[4]);
+  void activation(const ax::Vec& x, Activation act, const ax::Vec t[4]);
+
+ private:
+  void exp_inplace(const ax::Vec& z, const ax::Vec& ta, const ax::Vec& tb);
+  void and_mem(const ax::Vec& dst, const ax::Vec& src, const ax::Mem& m);
+  void or_reg(const ax::Vec& dst, const ax::Vec& a, const ax::Vec& b);
+  ax::Mem mask_mem(int n) const;
+
+  ax::Assembler& a_;
+  bool avx512_;
+  ax::Gp const_reg_;
+};
+
+}  // namespace kiln::x86

@@ -1,0 +1,387 @@
+// The x86 backend: float32 matmul groups (with batch dims, transposed/strided operands read in
+// place, and an epilogue act(scale * A@B + bias) + residual) run on the asmjit GEMM driver.
+// Constant weights are packed once at compile time. Groups it cannot take go to LLVM, and a
+// declined float32 matmul is reported (counted as a fallback in stats()).
+#include "codegen/backend.h"
+#include "codegen/x86/gemm.h"
+#include "jit/thread_pool.h"
+#include "support/check.h"
+
+#include <kiln/errors.h>
+
+#include <chrono>
+#include <unordered_map>
+
+namespace kiln {
+
+namespace {
+
+using ir::Node;
+using ir::Op;
+
+// Element (i_0, ..., i_n) of an operand is at leaf[offset + sum_d i_d * mult_d * stride(dim_d)],
+// offset = sum_e off_e * stride(e), where stride() are the leaf's strides at run time.
+struct OperandView {
+  int leaf = -1;
+  std::vector<int> dim;        // leaf dim per operand dim, -1 when broadcast (stride 0)
+  std::vector<int64_t> mult;   // multiplier per operand dim
+  std::vector<int64_t> offset; // per leaf dim
+};
+
+bool resolve_view(const Node* n, const std::unordered_map<const Node*, int>& leaf_index, OperandView& v) {
+  size_t nd = n->shape.size();
+  v.dim.resize(nd);
+  v.mult.assign(nd, 1);
+  for (size_t d = 0; d < nd; ++d) v.dim[d] = static_cast<int>(d);
+  std::vector<int64_t> off(nd, 0);  // offset per dim of the current node
+  const Node* cur = n;
+  while (!leaf_index.count(cur)) {
+    if (!ir::is_view(cur->op)) return false;  // computed values are not views of a buffer
+    const Node& in = *cur->inputs[0];
+    std::vector<int> remap(cur->shape.size(), -1);  // current dim -> input dim
+    std::vector<int64_t> in_off(in.shape.size(), 0);
+    switch (cur->op) {
+      case Op::Expand: {
+        size_t o = cur->shape.size() - in.shape.size();
+        for (size_t i = 0; i < in.shape.size(); ++i)
+          if (in.shape[i].value != 1 || cur->shape[i + o].value == 1) remap[i + o] = static_cast<int>(i);
+        break;
+      }
+      case Op::Permute:
+        for (size_t i = 0; i < cur->attrs.perm.size(); ++i) remap[i] = static_cast<int>(cur->attrs.perm[i]);
+        break;
+      case Op::Slice:
+        for (size_t i = 0; i < in.shape.size(); ++i) {
+          remap[i] = static_cast<int>(i);
+          in_off[i] = cur->attrs.starts[i];
+        }
+        break;
+      case Op::Reshape: {
+        std::vector<size_t> a, b;
+        for (size_t i = 0; i < cur->shape.size(); ++i)
+          if (cur->shape[i].value != 1) a.push_back(i);
+        for (size_t i = 0; i < in.shape.size(); ++i)
+          if (in.shape[i].value != 1) b.push_back(i);
+        if (a.size() != b.size()) return false;
+        for (size_t k = 0; k < a.size(); ++k) {
+          if (cur->shape[a[k]] != in.shape[b[k]]) return false;
+          remap[a[k]] = static_cast<int>(b[k]);
+        }
+        break;
+      }
+      default:
+        return false;  // computed values are not views of a buffer
+    }
+    // Compose: index into cur dim e becomes index into input dim remap[e] (times step for slices).
+    for (size_t e = 0; e < cur->shape.size(); ++e) {
+      int r = remap[e];
+      if (r >= 0) {
+        int64_t step = cur->op == Op::Slice ? cur->attrs.steps[r] : 1;
+        in_off[r] += off[e] * step;
+      }
+    }
+    for (size_t d = 0; d < nd; ++d) {
+      if (v.dim[d] < 0) continue;
+      int r = remap[v.dim[d]];
+      if (r < 0) {
+        v.dim[d] = -1;
+        continue;
+      }
+      if (cur->op == Op::Slice) v.mult[d] *= cur->attrs.steps[r];
+      v.dim[d] = r;
+    }
+    off = std::move(in_off);
+    cur = &in;
+  }
+  v.leaf = leaf_index.at(cur);
+  v.offset = off;
+  return true;
+}
+
+// The leaf strides seen at run time: compile-time row-major ones, or from the strides argument.
+struct LeafStrides {
+  std::vector<int64_t> dense;  // when !runtime
+  bool runtime = false;
+  int offset = 0;
+};
+
+// strides == nullptr at compile time: runtime-strided leaves are then taken as dense (only used
+// to pick listings and to pack constants, which are always dense).
+int64_t leaf_stride(const LeafStrides& l, const int64_t* strides, int d) {
+  return l.runtime && strides ? strides[l.offset + d] : l.dense[d];
+}
+
+struct Resolved {
+  int64_t offset = 0;
+  std::vector<int64_t> stride;  // per operand dim
+};
+
+Resolved resolve(const OperandView& v, const LeafStrides& ls, const int64_t* strides) {
+  Resolved r;
+  for (size_t e = 0; e < v.offset.size(); ++e)
+    if (v.offset[e]) r.offset += v.offset[e] * leaf_stride(ls, strides, static_cast<int>(e));
+  r.stride.resize(v.dim.size());
+  for (size_t d = 0; d < v.dim.size(); ++d)
+    r.stride[d] = v.dim[d] < 0 ? 0 : v.mult[d] * leaf_stride(ls, strides, v.dim[d]);
+  return r;
+}
+
+struct Plan {
+  OperandView a, b, bias, residual;
+  bool has_bias = false, has_residual = false;
+  float scale = 1.0f;
+  x86::Activation act = x86::Activation::none;
+  std::vector<int64_t> out_dims;  // [batch..., M, N]
+  int64_t K = 0;
+};
+
+const Node* strip_scalar(const Node* n, double* value) {
+  // An inline scalar constant (possibly under views): its value.
+  const Node* c = n;
+  while (c->op != Op::Constant) {
+    if (!ir::is_view(c->op)) return nullptr;
+    c = c->inputs[0].get();
+  }
+  if (!c->shape.empty()) return nullptr;
+  *value = c->constant_at(0);
+  return c;
+}
+
+// Matches root = [residual +] act([bias +] [scale *] contraction); returns "" or why not.
+std::string match(const ir::FusionGroup& g, const std::unordered_map<const Node*, int>& leaf_index,
+                  const std::vector<LeafLayout>& layouts, Plan& p) {
+  const Node* mm = g.contraction.get();
+  const Node* cur = g.root.get();
+  auto dense_leaf_of_shape = [&](const Node* n, const ir::Shape& shape, OperandView& v) {
+    if (n->shape != shape || !resolve_view(n, leaf_index, v)) return false;
+    return !layouts[v.leaf].runtime_strides;
+  };
+  if (cur != mm && cur->op == Op::Add) {
+    for (int side = 0; side < 2 && !p.has_residual; ++side) {
+      const Node* r = cur->inputs[side].get();
+      OperandView v;
+      if (leaf_index.count(r) && dense_leaf_of_shape(r, mm->shape, v) && v.offset == std::vector<int64_t>(v.offset.size(), 0)) {
+        bool identity = true;
+        for (size_t d = 0; d < v.dim.size(); ++d) identity = identity && v.dim[d] == static_cast<int>(d) && v.mult[d] == 1;
+        if (!identity) continue;
+        p.residual = v;
+        p.has_residual = true;
+        cur = cur->inputs[1 - side].get();
+      }
+    }
+  }
+  if (cur != mm) {
+    const Node* x = nullptr;
+    switch (cur->tag) {
+      case ir::Composite::gelu: p.act = x86::Activation::gelu; x = cur->inputs[0]->inputs[0].get(); break;
+      case ir::Composite::gelu_tanh: p.act = x86::Activation::gelu_tanh; x = cur->inputs[0]->inputs[0].get(); break;
+      case ir::Composite::silu: p.act = x86::Activation::silu; x = cur->inputs[0].get(); break;
+      default:
+        if (cur->op == Op::Relu) {
+          p.act = x86::Activation::relu;
+          x = cur->inputs[0].get();
+        }
+    }
+    if (x) cur = x;
+  }
+  if (cur != mm && cur->op == Op::Add) {
+    for (int side = 0; side < 2 && !p.has_bias; ++side) {
+      const Node* bnode = cur->inputs[side].get();
+      OperandView v;
+      if (bnode->shape != mm->shape || !resolve_view(bnode, leaf_index, v) || layouts[v.leaf].runtime_strides) continue;
+      // A bias varies along N only, with unit stride in a dense leaf.
+      bool ok = v.dim.back() >= 0 && v.mult.back() == 1 && g.leaves[v.leaf]->shape[v.dim.back()] == mm->shape.back();
+      for (size_t d = 0; d + 1 < v.dim.size(); ++d) ok = ok && v.dim[d] < 0;
+      auto rm = ir::row_major_strides(ir::concrete_dims(g.leaves[v.leaf]->shape));
+      ok = ok && rm[v.dim.back()] == 1;
+      if (!ok) continue;
+      p.bias = v;
+      p.has_bias = true;
+      cur = cur->inputs[1 - side].get();
+    }
+  }
+  if (cur != mm && (cur->op == Op::Mul || cur->op == Op::Div)) {
+    double s = 0;
+    const Node* other = nullptr;
+    if (strip_scalar(cur->inputs[1].get(), &s)) other = cur->inputs[0].get();
+    else if (cur->op == Op::Mul && strip_scalar(cur->inputs[0].get(), &s)) other = cur->inputs[1].get();
+    if (other && (cur->op == Op::Mul || s != 0)) {
+      p.scale = static_cast<float>(cur->op == Op::Div ? 1.0 / s : s);
+      cur = other;
+    }
+  }
+  if (cur != mm)
+    return "epilogue op " + std::string(ir::op_name(cur->op)) +
+           " is not of the form act(scale * A@B + bias) + residual";
+  if (!resolve_view(mm->inputs[0].get(), leaf_index, p.a) || !resolve_view(mm->inputs[1].get(), leaf_index, p.b))
+    return "an operand is not a strided view of a buffer";
+  p.out_dims = ir::concrete_dims(mm->shape);
+  p.K = mm->inputs[0]->shape.back().value;
+  return "";
+}
+
+class X86Kernel : public CompiledKernel {
+ public:
+  Plan plan;
+  std::vector<LeafStrides> leaves;
+  std::shared_ptr<const x86::PackedB> packed;  // constant B packed at compile time
+  std::shared_ptr<const ir::ConstantData> packed_source;
+
+  void launch(void* const* bufs, const int64_t* strides, const Schedule&, ThreadPool& pool) const override {
+    const Plan& p = plan;
+    size_t nd = p.out_dims.size(), nb = nd - 2;
+    int64_t M = p.out_dims[nb], N = p.out_dims[nb + 1];
+    Resolved a = resolve(p.a, leaves[p.a.leaf], strides);
+    Resolved b = resolve(p.b, leaves[p.b.leaf], strides);
+    auto ptr = [&](int leaf, int64_t off) { return static_cast<const float*>(bufs[leaf]) + off; };
+    float* c = static_cast<float*>(bufs[leaves.size()]);
+    x86::GemmProblem gp;
+    gp.M = M;
+    gp.N = N;
+    gp.K = p.K;
+    gp.a = {ptr(p.a.leaf, a.offset), a.stride[nb], a.stride[nb + 1]};
+    gp.b = {ptr(p.b.leaf, b.offset), b.stride[nb], b.stride[nb + 1]};
+    gp.c = c;
+    gp.ldc = N;
+    gp.epi.scale = plan.scale;
+    gp.epi.act = plan.act;
+    if (p.has_bias) gp.epi.bias = ptr(p.bias.leaf, resolve(p.bias, leaves[p.bias.leaf], strides).offset);
+    if (p.has_residual) {
+      gp.epi.residual = ptr(p.residual.leaf, 0);
+      gp.epi.ld_residual = N;
+    }
+    if (nb == 0) {
+      if (packed) x86::gemm_prepacked(gp, *packed, pool);
+      else x86::gemm(gp, pool);
+      return;
+    }
+    // Batch dims: the innermost goes to gemm_batched, the others are walked here.
+    int64_t inner = p.out_dims[nb - 1];
+    int64_t outer = 1;
+    for (size_t d = 0; d + 1 < nb; ++d) outer *= p.out_dims[d];
+    x86::BatchStrides bs{a.stride[nb - 1], b.stride[nb - 1], M * N, p.has_residual ? M * N : 0};
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t rem = o, aoff = 0, boff = 0, coff = 0;
+      for (size_t d = nb - 1; d-- > 0;) {
+        int64_t i = rem % p.out_dims[d];
+        rem /= p.out_dims[d];
+        aoff += i * a.stride[d];
+        boff += i * b.stride[d];
+      }
+      coff = o * inner * M * N;
+      x86::GemmProblem q = gp;
+      q.a.data += aoff;
+      q.b.data += boff;
+      q.c += coff;
+      if (q.epi.residual) q.epi.residual += coff;
+      x86::gemm_batched(q, inner, bs, pool);
+    }
+  }
+};
+
+class X86Backend : public Backend {
+ public:
+  std::string name() const override { return "x86"; }
+  ArtifactKind artifact_kind() const override { return ArtifactKind::x86_blob; }
+  std::string fingerprint() const override { return "x86 asmjit isa=" + x86::isa_name(); }
+
+  bool can_compile(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
+                   Decline* decline) const override {
+    std::string* why = &decline->why;
+    if (g.kind != ir::GroupKind::matmul || !g.contraction) return false;
+    const Node& mm = *g.contraction;
+    if (mm.dtype != DType::f32 || g.root->dtype != DType::f32) return false;  // not its work
+    if (!x86::available()) {
+      *why = "the CPU (or KILN_ISA) offers neither AVX-512 nor AVX2+FMA";
+      return false;
+    }
+    for (const auto& l : g.leaves)
+      if (l->dtype != DType::f32) {
+        *why = "a " + std::string(dtype_name(l->dtype)) + " input inside the fused group";
+        return false;
+      }
+    Plan p;
+    std::string m = match(g, index_of(g), layouts, p);
+    if (!m.empty()) {
+      *why = m;
+      // The GEMM itself is fine when only the epilogue is not of our form.
+      decline->take_bare_contraction = g.root != g.contraction && m.rfind("epilogue", 0) == 0;
+      return false;
+    }
+    return true;
+  }
+
+  std::shared_ptr<CompiledKernel> compile(const KernelRequest& req, std::vector<uint8_t>* artifact) override {
+    auto t0 = std::chrono::steady_clock::now();
+    const ir::FusionGroup& g = *req.group;
+    auto k = std::make_shared<X86Kernel>();
+    std::string m = match(g, index_of(g), req.layouts, k->plan);
+    KILN_CHECK(m.empty()) << m;
+    for (size_t j = 0; j < g.leaves.size(); ++j) {
+      LeafStrides ls;
+      ls.runtime = req.layouts[j].runtime_strides;
+      ls.offset = req.layouts[j].stride_offset;
+      ls.dense = ir::row_major_strides(ir::concrete_dims(g.leaves[j]->shape));
+      k->leaves.push_back(ls);
+    }
+    const Plan& p = k->plan;
+    size_t nb = p.out_dims.size() - 2;
+    const Node& bleaf = *g.leaves[p.b.leaf];
+    // A constant weight shared by every batch is packed once, now.
+    bool b_broadcast = true;
+    for (size_t d = 0; d < nb; ++d) b_broadcast = b_broadcast && p.b.dim[d] < 0;
+    if (bleaf.op == Op::Constant && nb == 0 && b_broadcast) {
+      Resolved b = resolve(p.b, k->leaves[p.b.leaf], nullptr);
+      const float* data = reinterpret_cast<const float*>(bleaf.attrs.data->bytes.data()) + b.offset;
+      k->packed = x86::pack_b({data, b.stride[nb], b.stride[nb + 1]}, p.K, p.out_dims[nb + 1]);
+      k->packed_source = bleaf.attrs.data;
+    }
+    // The listing of the kernels this problem runs (with dense strides where they are runtime).
+    x86::GemmProblem lp;
+    lp.M = p.out_dims[nb];
+    lp.N = p.out_dims[nb + 1];
+    lp.K = p.K;
+    Resolved a = resolve(p.a, k->leaves[p.a.leaf], nullptr);
+    Resolved b = resolve(p.b, k->leaves[p.b.leaf], nullptr);
+    lp.a = {nullptr, a.stride[nb], a.stride[nb + 1]};
+    lp.b = {nullptr, b.stride[nb], b.stride[nb + 1]};
+    lp.ldc = lp.N;
+    lp.epi.act = p.act;
+    lp.epi.scale = p.scale;
+    static const float dummy = 0;
+    if (p.has_bias) lp.epi.bias = &dummy;
+    if (p.has_residual) {
+      lp.epi.residual = &dummy;
+      lp.epi.ld_residual = lp.N;
+    }
+    bool runtime = false;
+    for (const auto& l : k->leaves) runtime = runtime || l.runtime;
+    if (req.keep_text && !runtime) k->asm_text = x86::listing_for(lp);
+    k->name = req.name;
+    k->backend = "x86";
+    for (const auto& n : g.nodes) k->ops.emplace_back(ir::op_name(n->op));
+    k->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    (void)artifact;  // kernels are generated at first use in well under a millisecond; not cached
+    return k;
+  }
+
+  std::shared_ptr<CompiledKernel> load(const KernelRequest&, const std::vector<uint8_t>&) override {
+    throw CompileError("the x86 backend keeps no disk cache entries");
+  }
+
+ private:
+  static std::unordered_map<const Node*, int> index_of(const ir::FusionGroup& g) {
+    std::unordered_map<const Node*, int> m;
+    for (size_t j = 0; j < g.leaves.size(); ++j) m[g.leaves[j].get()] = static_cast<int>(j);
+    return m;
+  }
+};
+
+}  // namespace
+
+Backend* x86_backend() {
+  static X86Backend b;
+  return &b;
+}
+
+}  // namespace kiln

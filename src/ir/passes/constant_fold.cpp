@@ -1,0 +1,118 @@
+// Constant folding: a node whose inputs are all constants (a Constant, or a Constant broadcast by
+// Expand) is evaluated once by the reference interpreter and becomes a Constant. Broadcasts stay
+// lazy: an Expand is never folded itself (its users fold through it), and no fold produces more
+// than kMaxFoldedElements elements, so a big constant is never materialized in the graph.
+#include "ir/passes/passes.h"
+
+#include "ir/builder.h"
+#include "ir/interpreter.h"
+#include "support/half.h"
+#include "support/log.h"
+
+#include <kiln/errors.h>
+
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+namespace kiln::ir {
+
+namespace {
+
+constexpr int64_t kMaxFoldedElements = 65536;
+// An input broadcast this large is not materialized to fold a (small) reduction of it.
+constexpr int64_t kMaxMaterializedElements = int64_t{1} << 20;
+
+template <typename T>
+void put(std::vector<uint8_t>& bytes, size_t i, T v) {
+  std::memcpy(bytes.data() + i * sizeof(T), &v, sizeof(T));
+}
+
+// Values as the bytes of a Constant of `dtype` (rounded or wrapped as the interpreter does).
+std::vector<uint8_t> to_bytes(const std::vector<double>& values, DType dtype) {
+  const size_t n = values.size();
+  std::vector<uint8_t> bytes(n * dtype_size(dtype));
+  for (size_t i = 0; i < n; ++i) {
+    const double v = round_to_dtype(values[i], dtype);
+    const bool finite = std::isfinite(v);
+    switch (dtype) {
+      case DType::f32: put(bytes, i, static_cast<float>(v)); break;
+      case DType::f64: put(bytes, i, v); break;
+      case DType::f16: put(bytes, i, double_to_f16_bits(v)); break;
+      case DType::bf16: put(bytes, i, double_to_bf16_bits(v)); break;
+      case DType::i8: put(bytes, i, static_cast<int8_t>(finite ? v : 0)); break;
+      case DType::i32: put(bytes, i, static_cast<int32_t>(finite ? v : 0)); break;
+      case DType::i64: put(bytes, i, static_cast<int64_t>(finite ? v : 0)); break;
+      case DType::boolean: bytes[i] = v != 0 ? 1 : 0; break;
+    }
+  }
+  return bytes;
+}
+
+HostTensor constant_value(const Node& n) {
+  HostTensor t;
+  t.dtype = n.dtype;
+  t.shape = concrete_dims(n.shape);
+  const int64_t count = numel(n.shape);
+  t.values.resize(count);
+  for (int64_t i = 0; i < count; ++i) t.values[i] = n.constant_at(i);
+  return t;
+}
+
+bool small_enough(const Shape& s, int64_t limit) { return is_concrete(s) && numel(s) <= limit; }
+
+// The values of the constant-valued nodes of the graph being folded (Constants and Expands of them).
+class ConstantValues {
+ public:
+  // Null when `n` is not constant-valued or too large to materialize.
+  const HostTensor* get(const Node& n) {
+    if (auto it = values_.find(&n); it != values_.end()) return &it->second;
+    if (n.op == Op::Constant) return &values_.emplace(&n, constant_value(n)).first->second;
+    if (n.op != Op::Expand || !small_enough(n.shape, kMaxMaterializedElements)) return nullptr;
+    const HostTensor* src = get(*n.inputs[0]);
+    if (!src) return nullptr;
+    return &values_.emplace(&n, eval_node(n, {src})).first->second;
+  }
+
+ private:
+  std::unordered_map<const Node*, HostTensor> values_;
+};
+
+}  // namespace
+
+Graph constant_fold(const Graph& g) {
+  std::unordered_map<const Node*, NodePtr> memo;
+  ConstantValues values;
+  auto mapped = [&](const NodePtr& n) { return memo.at(n.get()); };
+  for (const NodePtr& n : g.topo_order()) {
+    std::vector<NodePtr> ins;
+    ins.reserve(n->inputs.size());
+    bool changed = false;
+    for (const NodePtr& in : n->inputs) {
+      ins.push_back(mapped(in));
+      changed = changed || ins.back() != in;
+    }
+    NodePtr cur = changed ? with_inputs(n, std::move(ins)) : n;
+    if (op_kind(cur->op) != OpKind::leaf && cur->op != Op::Expand &&
+        small_enough(cur->shape, kMaxFoldedElements)) {
+      std::vector<const HostTensor*> args;
+      for (const NodePtr& in : cur->inputs) {
+        const HostTensor* v = values.get(*in);
+        if (!v) break;
+        args.push_back(v);
+      }
+      if (args.size() == cur->inputs.size()) {
+        HostTensor result = eval_node(*cur, args);
+        LocScope scope(cur->loc);
+        cur = make_constant(cur->dtype, cur->shape, to_bytes(result.values, cur->dtype));
+      }
+    }
+    memo.emplace(n.get(), std::move(cur));
+  }
+  Graph out;
+  for (const NodePtr& in : g.inputs) out.inputs.push_back(mapped(in));
+  for (const NodePtr& o : g.outputs) out.outputs.push_back(mapped(o));
+  return out;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,236 @@
+// Test support for the x86 GEMM: operands in several layouts, a double-accumulating reference
+// with the same epilogue, and a tolerance check that also catches writes outside C.
+#pragma once
+
+#include "codegen/x86/gemm.h"
+#include "jit/thread_pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace kiln::x86::testing {
+
+struct Shape {
+  int64_t M, N, K;
+};
+
+enum class Layout { row_major, transposed, strided, broadcast_row };
+inline const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::row_major: return "row_major";
+    case Layout::transposed: return "transposed";
+    case Layout::strided: return "strided";
+    case Layout::broadcast_row: return "broadcast_row";
+  }
+  return "?";
+}
+
+struct EpiKind {
+  Activation act = Activation::none;
+  bool bias = false, scale = false, residual = false;
+};
+
+inline std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::avx512, Isa::avx2})
+    if (isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+class Rng {
+ public:
+  explicit Rng(uint32_t seed) : s_(seed * 2654435761u + 12345u) {}
+  float uniform() {  // [-1, 1)
+    s_ = s_ * 6364136223846793005ull + 1442695040888963407ull;
+    return float(int32_t(s_ >> 32)) * (1.0f / 2147483648.0f);
+  }
+
+ private:
+  uint64_t s_;
+};
+
+// A [rows x cols] operand stored in a buffer of its own with a leading offset.
+struct Operand {
+  std::vector<float> storage;
+  MatrixRef ref;
+
+  Operand(int64_t rows, int64_t cols, Layout layout, Rng& rng) {
+    int64_t rs = 0, cs = 0, offset = 0, size = 0;
+    switch (layout) {
+      case Layout::row_major: rs = cols, cs = 1, size = rows * cols; break;
+      case Layout::transposed: rs = 1, cs = rows, size = rows * cols; break;
+      case Layout::strided: rs = 2 * cols + 3, cs = 2, offset = 5, size = rows * rs; break;
+      case Layout::broadcast_row: rs = 0, cs = 1, size = cols; break;
+    }
+    storage.resize(size_t(offset + size + 1));
+    for (float& v : storage) v = rng.uniform();
+    ref = MatrixRef{storage.data() + offset, rs, cs};
+  }
+  double at(int64_t i, int64_t j) const { return ref.data[i * ref.row_stride + j * ref.col_stride]; }
+  float& mut(int64_t i, int64_t j) { return const_cast<float&>(ref.data[i * ref.row_stride + j * ref.col_stride]); }
+};
+
+inline double apply_act(Activation act, double y) {
+  switch (act) {
+    case Activation::none: return y;
+    case Activation::relu: return y > 0 ? y : 0;
+    case Activation::gelu: return 0.5 * y * (1.0 + std::erf(y / std::sqrt(2.0)));
+    case Activation::gelu_tanh:
+      return 0.5 * y * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (y + 0.044715 * y * y * y)));
+    case Activation::silu: return y / (1.0 + std::exp(-y));
+  }
+  return y;
+}
+
+constexpr float kSentinel = 1234.5f;
+
+// One problem: operands, C with padding filled by a sentinel, and the check against the reference.
+class Case {
+ public:
+  Case(Shape s, Layout la, Layout lb, EpiKind e, uint32_t seed)
+      : s_(s), e_(e), rng_(seed), a_(s.M, s.K, la, rng_), b_(s.K, s.N, lb, rng_) {
+    ldc_ = s.N + 3;
+    c_.assign(size_t(std::max<int64_t>(1, s.M * ldc_ + 8)), kSentinel);
+    bias_.resize(size_t(s.N + 1));
+    for (float& v : bias_) v = rng_.uniform();
+    ldr_ = s.N + 5;
+    res_.resize(size_t(s.M * ldr_ + 1));
+    for (float& v : res_) v = rng_.uniform();
+  }
+
+  MatrixRef b_ref() const { return b_.ref; }
+  void fill_ramp_b(float lo, float hi) {
+    for (int64_t i = 0; i < s_.M; ++i)
+      for (int64_t k = 0; k < s_.K; ++k) a_.mut(i, k) = 1.0f;
+    for (int64_t k = 0; k < s_.K; ++k)
+      for (int64_t j = 0; j < s_.N; ++j) b_.mut(k, j) = lo + (hi - lo) * float(j) / float(std::max<int64_t>(1, s_.N - 1));
+  }
+
+  GemmProblem problem() {
+    std::fill(c_.begin(), c_.end(), kSentinel);
+    GemmProblem p;
+    p.M = s_.M, p.N = s_.N, p.K = s_.K;
+    p.a = a_.ref;
+    p.b = b_.ref;
+    p.c = c_.data() + 1;
+    p.ldc = ldc_;
+    p.epi.bias = e_.bias ? bias_.data() : nullptr;
+    p.epi.scale = e_.scale ? 0.75f : 1.0f;
+    p.epi.act = e_.act;
+    p.epi.residual = e_.residual ? res_.data() : nullptr;
+    p.epi.ld_residual = e_.residual ? ldr_ : 0;
+    return p;
+  }
+  void run(ThreadPool& pool, Isa isa) { gemm(problem(), pool, isa); }
+  void run_prepacked(ThreadPool& pool, const PackedB& packed) { gemm_prepacked(problem(), packed, pool); }
+
+  // max over C of |got - ref| / tolerance (> 1 fails); infinity if anything outside C changed.
+  double max_violation() const {
+    double worst = 0;
+    for (size_t idx = 0; idx < c_.size(); ++idx) {
+      const int64_t off = int64_t(idx) - 1;
+      const bool inside = off >= 0 && off / ldc_ < s_.M && off % ldc_ < s_.N;
+      if (!inside && c_[idx] != kSentinel) return std::numeric_limits<double>::infinity();
+    }
+    for (int64_t i = 0; i < s_.M; ++i) {
+      for (int64_t j = 0; j < s_.N; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < s_.K; ++k) {
+          const double t = a_.at(i, k) * b_.at(k, j);
+          sum += t;
+          mag += std::fabs(t);
+        }
+        const double scale = e_.scale ? 0.75 : 1.0;
+        double y = scale * sum + (e_.bias ? bias_[size_t(j)] : 0.0);
+        mag = scale * mag + (e_.bias ? std::fabs(bias_[size_t(j)]) : 0.0);
+        y = apply_act(e_.act, y);
+        if (e_.residual) {
+          y += res_[size_t(i * ldr_ + j)];
+          mag += std::fabs(res_[size_t(i * ldr_ + j)]);
+        }
+        const double got = c_[size_t(1 + i * ldc_ + j)];
+        if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
+        const double tol = 1e-5 * (1.0 + mag) + 1.3e-6 * double(std::max<int64_t>(1, s_.K)) * std::fabs(y);
+        worst = std::max(worst, std::fabs(got - y) / tol);
+      }
+    }
+    return worst;
+  }
+
+ private:
+  Shape s_;
+  EpiKind e_;
+  Rng rng_;
+  Operand a_, b_;
+  int64_t ldc_, ldr_;
+  std::vector<float> c_, bias_, res_;
+};
+
+// `batch` problems sharing bias; A and/or B either batched (own matrix each) or broadcast.
+class BatchedCase {
+ public:
+  BatchedCase(Shape s, int64_t batch, bool a_batched, bool b_batched, EpiKind e, uint32_t seed)
+      : s_(s), batch_(batch), a_batched_(a_batched), b_batched_(b_batched), e_(e) {
+    Rng rng(seed);
+    a_.resize(size_t((a_batched ? batch : 1) * s.M * s.K));
+    b_.resize(size_t((b_batched ? batch : 1) * s.K * s.N));
+    c_.assign(size_t(batch * s.M * s.N), kSentinel);
+    res_.resize(size_t(batch * s.M * s.N));
+    bias_.resize(size_t(s.N));
+    for (auto* v : {&a_, &b_, &res_, &bias_})
+      for (float& x : *v) x = rng.uniform();
+  }
+
+  void run(ThreadPool& pool, Isa isa) {
+    GemmProblem p;
+    p.M = s_.M, p.N = s_.N, p.K = s_.K;
+    p.a = MatrixRef{a_.data(), s_.K, 1};
+    p.b = MatrixRef{b_.data(), s_.N, 1};
+    p.c = c_.data();
+    p.ldc = s_.N;
+    p.epi.bias = e_.bias ? bias_.data() : nullptr;
+    p.epi.act = e_.act;
+    p.epi.residual = e_.residual ? res_.data() : nullptr;
+    p.epi.ld_residual = s_.N;
+    BatchStrides st{a_batched_ ? s_.M * s_.K : 0, b_batched_ ? s_.K * s_.N : 0, s_.M * s_.N, s_.M * s_.N};
+    gemm_batched(p, batch_, st, pool, isa);
+  }
+
+  double max_violation() const {
+    double worst = 0;
+    for (int64_t bt = 0; bt < batch_; ++bt) {
+      const float* a = a_.data() + (a_batched_ ? bt * s_.M * s_.K : 0);
+      const float* b = b_.data() + (b_batched_ ? bt * s_.K * s_.N : 0);
+      for (int64_t i = 0; i < s_.M; ++i) {
+        for (int64_t j = 0; j < s_.N; ++j) {
+          double sum = 0, mag = 0;
+          for (int64_t k = 0; k < s_.K; ++k) {
+            sum += double(a[i * s_.K + k]) * b[k * s_.N + j];
+            mag += std::fabs(double(a[i * s_.K + k]) * b[k * s_.N + j]);
+          }
+          double y = apply_act(e_.act, sum + (e_.bias ? bias_[size_t(j)] : 0.0));
+          const size_t ci = size_t(bt * s_.M * s_.N + i * s_.N + j);
+          if (e_.residual) y += res_[ci];
+          mag += 2;
+          const double got = c_[ci];
+          if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
+          const double tol = 1e-5 * (1.0 + mag) + 1.3e-6 * double(s_.K) * std::fabs(y);
+          worst = std::max(worst, std::fabs(got - y) / tol);
+        }
+      }
+    }
+    return worst;
+  }
+
+ private:
+  Shape s_;
+  int64_t batch_;
+  bool a_batched_, b_batched_;
+  EpiKind e_;
+  std::vector<float> a_, b_, c_, res_, bias_;
+};
+
+}  // namespace kiln::x86::testing
