@@ -38,8 +38,9 @@ struct Inspection {
 struct Stats {
   int64_t calls = 0;
   int64_t compiles = 0;
-  int64_t memory_hits = 0;
-  int64_t disk_hits = 0;
+  int64_t memory_hits = 0;         // calls served by an executable already in memory
+  int64_t disk_hits = 0;           // kernels loaded from the disk cache instead of compiled
+  int64_t kernel_memory_hits = 0;  // kernels a compile found in the in-memory kernel cache
   int64_t variants = 0;
   int64_t variant_limit_hits = 0;
   int64_t fallbacks = 0;  // kernels that did not take their fast path

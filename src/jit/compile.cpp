@@ -14,6 +14,8 @@
 #include <kiln/errors.h>
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -26,17 +28,29 @@ struct KernelChoice {
   Backend* backend = nullptr;
 };
 
+std::mutex key_override_mu;
+std::map<std::string, std::string> key_overrides;
+
 cache::CacheKey kernel_key(const Backend& be, const std::string& group_text) {
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"kiln", KILN_VERSION},
+      {"backend", be.fingerprint()},
+      {"device", cpu_info().fingerprint() + " isa_cap=" + std::to_string(static_cast<int>(global_options().isa))},
+      {"options", "abi=1"},
+      {"group", group_text}};
+  {
+    std::lock_guard<std::mutex> lock(key_override_mu);
+    for (auto& [name, value] : fields)
+      if (auto it = key_overrides.find(name); it != key_overrides.end()) value = it->second;
+  }
   cache::KeyBuilder kb;
-  kb.add("kiln", KILN_VERSION);
-  kb.add("backend", be.fingerprint());
-  kb.add("device", cpu_info().fingerprint());
-  kb.add("group", group_text);
+  for (const auto& [name, value] : fields) kb.add(name, value);
   return kb.finish();
 }
 
 KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
-                        const CompileRequest& req, int index, CompileReport& report) {
+                        const CompileRequest& req, int index, const std::string& graph_text,
+                        CompileReport& report) {
   Backend* be = nullptr;
   for (Backend* b : backends()) {
     Backend::Decline d;
@@ -105,11 +119,17 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
     k->manifest = key.manifest();
     mem.put(key, k);
   }
-  if (!global_options().dump_dir.empty()) write_kernel_dump(global_options().dump_dir, *k, g);
+  if (!global_options().dump_dir.empty()) write_kernel_dump(global_options().dump_dir, *k, g, graph_text);
   return {k, be};
 }
 
 }  // namespace
+
+void override_key_field_for_testing(const std::string& field, const std::string& value) {
+  std::lock_guard<std::mutex> lock(key_override_mu);
+  if (value.empty()) key_overrides.erase(field);
+  else key_overrides[field] = value;
+}
 
 std::shared_ptr<Executable> compile_executable(const CompileRequest& req, CompileReport& report) {
   const ir::Graph& traced = *req.graph;
@@ -141,7 +161,7 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
           }
           layouts.push_back(l);
         }
-        kernels.push_back(get_kernel(grp, layouts, req, static_cast<int>(gi), report));
+        kernels.push_back(get_kernel(grp, layouts, req, static_cast<int>(gi), exe->graph_text, report));
         layouts_per_group.push_back(std::move(layouts));
       }
       break;

@@ -33,4 +33,10 @@ struct CompileRequest {
 
 std::shared_ptr<Executable> compile_executable(const CompileRequest& req, CompileReport& report);
 
+// The fields of a kernel cache key, in order: "kiln" (version), "backend" (name, versions, target
+// features), "device" (CPU feature bits and cache sizes), "options" (code-changing options),
+// "group" (the fused group). For tests: replaces one field's value in every key built from now on
+// (an empty value restores it), to check that each component really changes the key.
+void override_key_field_for_testing(const std::string& field, const std::string& value);
+
 }  // namespace kiln

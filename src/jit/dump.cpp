@@ -18,7 +18,8 @@ bool write_file(const fs::path& p, const std::string& text) {
 }
 }  // namespace
 
-void write_kernel_dump(const std::string& dir, const CompiledKernel& k, const ir::FusionGroup& g) {
+void write_kernel_dump(const std::string& dir, const CompiledKernel& k, const ir::FusionGroup& g,
+                       const std::string& graph_text) {
   try {
     fs::path d = fs::path(dir) / k.key;
     fs::create_directories(d);
@@ -34,7 +35,8 @@ void write_kernel_dump(const std::string& dir, const CompiledKernel& k, const ir
     for (const auto& n : g.nodes)
       group += std::string(ir::op_name(n->op)) + " " + std::string(dtype_name(n->dtype)) +
                ir::shape_str(n->shape) + (n->loc.empty() ? "" : "  @ " + n->loc) + "\n";
-    bool ok = write_file(d / "manifest.txt", manifest) && write_file(d / "group.txt", group);
+    bool ok = write_file(d / "manifest.txt", manifest) && write_file(d / "group.txt", group) &&
+              write_file(d / "graph.txt", graph_text);
     if (!k.source.empty()) ok = ok && write_file(d / "kernel.ll", k.source);
     if (!k.asm_text.empty()) ok = ok && write_file(d / "kernel.s", k.asm_text);
     if (!ok) KILN_LOG_AT(warn) << "KILN_DUMP: could not write all files under " << d.string();

@@ -25,11 +25,17 @@ struct Function::State {
   std::string name;
 
   std::shared_mutex table_mu;
-  std::unordered_map<Signature, std::shared_ptr<Executable>, SignatureHash> table;
+  struct Variant {
+    Signature sig;
+    std::shared_ptr<Executable> exe;
+  };
+  std::unordered_map<uint64_t, std::vector<Variant>> table;  // by signature hash
+  int64_t variants = 0;
   std::mutex inflight_mu;
   std::unordered_map<Signature, std::shared_future<std::shared_ptr<Executable>>, SignatureHash> inflight;
 
-  std::atomic<int64_t> calls{0}, compiles{0}, memory_hits{0}, disk_hits{0}, fallbacks{0};
+  std::atomic<int64_t> calls{0}, compiles{0}, memory_hits{0}, kernel_memory_hits{0}, disk_hits{0},
+      fallbacks{0};
   std::mutex stats_mu;
   std::map<std::string, int64_t> backend_kernels;
   std::vector<std::string> recompile_reasons, fallback_reasons;
@@ -76,22 +82,31 @@ std::shared_ptr<Executable> build(Function::State& s, const Signature& sig, bool
   return compile_executable(req, report);
 }
 
-std::shared_ptr<Executable> lookup_or_compile(Function::State& s, const Signature& sig) {
-  {
-    std::shared_lock<std::shared_mutex> lock(s.table_mu);
-    auto it = s.table.find(sig);
-    if (it != s.table.end()) return it->second;
-  }
+std::shared_ptr<Executable> find_variant(Function::State& s, uint64_t hash, std::span<const Array> args) {
+  std::shared_lock<std::shared_mutex> lock(s.table_mu);
+  auto it = s.table.find(hash);
+  if (it == s.table.end()) return nullptr;
+  for (const auto& v : it->second)
+    if (matches(v.sig, args)) return v.exe;
+  return nullptr;
+}
+
+std::shared_ptr<Executable> find_variant(Function::State& s, const Signature& sig) {
+  std::shared_lock<std::shared_mutex> lock(s.table_mu);
+  auto it = s.table.find(sig.hash);
+  if (it == s.table.end()) return nullptr;
+  for (const auto& v : it->second)
+    if (v.sig == sig) return v.exe;
+  return nullptr;
+}
+
+std::shared_ptr<Executable> compile_variant(Function::State& s, const Signature& sig) {
   std::promise<std::shared_ptr<Executable>> promise;
   std::shared_future<std::shared_ptr<Executable>> fut;
   bool owner = false;
   {
     std::lock_guard<std::mutex> lock(s.inflight_mu);
-    {
-      std::shared_lock<std::shared_mutex> tl(s.table_mu);
-      auto it = s.table.find(sig);
-      if (it != s.table.end()) return it->second;
-    }
+    if (auto exe = find_variant(s, sig)) return exe;
     auto it = s.inflight.find(sig);
     if (it != s.inflight.end()) {
       fut = it->second;
@@ -106,12 +121,12 @@ std::shared_ptr<Executable> lookup_or_compile(Function::State& s, const Signatur
     CompileReport report;
     auto exe = build(s, sig, false, report);
     s.compiles.fetch_add(1);
-    s.memory_hits.fetch_add(report.memory_hits);
+    s.kernel_memory_hits.fetch_add(report.memory_hits);
     s.disk_hits.fetch_add(report.disk_hits);
     {
       std::lock_guard<std::mutex> lock(s.stats_mu);
-      std::string reason = s.table.empty() ? "first call with " + sig.str()
-                                           : "new signature " + sig.str();
+      std::string reason = s.compiles.load() == 1 ? "first call with " + sig.str()
+                                                  : "new signature " + sig.str();
       s.recompile_reasons.push_back(reason);
       for (const auto& b : report.backends) ++s.backend_kernels[b];
       for (const auto& f : report.fallbacks) s.fallback_reasons.push_back(f);
@@ -121,7 +136,8 @@ std::shared_ptr<Executable> lookup_or_compile(Function::State& s, const Signatur
     }
     {
       std::unique_lock<std::shared_mutex> lock(s.table_mu);
-      s.table.emplace(sig, exe);
+      s.table[sig.hash].push_back({sig, exe});
+      ++s.variants;
     }
     {
       std::lock_guard<std::mutex> lock(s.inflight_mu);
@@ -171,11 +187,21 @@ Function::Function(TraceFn fn, int arity, Options options, std::string name)
   state_->name = std::move(name);
 }
 
+namespace {
+// The hit path allocates nothing: the hash comes straight from the arrays.
+std::shared_ptr<Executable> lookup(Function::State& s, std::span<const Array> inputs) {
+  check_args(s, inputs);
+  if (auto exe = find_variant(s, exact_signature_hash(inputs), inputs)) {
+    s.memory_hits.fetch_add(1, std::memory_order_relaxed);
+    return exe;
+  }
+  return compile_variant(s, exact_signature(inputs));
+}
+}  // namespace
+
 std::vector<Array> Function::operator()(const std::vector<Array>& inputs) const {
   State& s = *state_;
-  check_args(s, inputs);
-  Signature sig = exact_signature(inputs);
-  auto exe = lookup_or_compile(s, sig);
+  auto exe = lookup(s, inputs);
   s.calls.fetch_add(1, std::memory_order_relaxed);
   std::vector<Array> outs;
   outs.reserve(exe->outputs.size());
@@ -186,9 +212,7 @@ std::vector<Array> Function::operator()(const std::vector<Array>& inputs) const 
 
 void Function::call(std::span<const Array> inputs, std::span<Array> outputs) const {
   State& s = *state_;
-  check_args(s, inputs);
-  Signature sig = exact_signature(inputs);
-  auto exe = lookup_or_compile(s, sig);
+  auto exe = lookup(s, inputs);
   s.calls.fetch_add(1, std::memory_order_relaxed);
   check_outputs(s, *exe, outputs);
   exe->run(inputs, outputs, ThreadPool::global());
@@ -212,11 +236,12 @@ Stats Function::stats() const {
   st.calls = s.calls.load();
   st.compiles = s.compiles.load();
   st.memory_hits = s.memory_hits.load();
+  st.kernel_memory_hits = s.kernel_memory_hits.load();
   st.disk_hits = s.disk_hits.load();
   st.fallbacks = s.fallbacks.load();
   {
     std::shared_lock<std::shared_mutex> lock(s.table_mu);
-    st.variants = static_cast<int64_t>(s.table.size());
+    st.variants = s.variants;
   }
   std::lock_guard<std::mutex> lock(s.stats_mu);
   st.backend_kernels = s.backend_kernels;

@@ -33,7 +33,11 @@ struct SignatureHash {
   size_t operator()(const Signature& s) const { return s.hash; }
 };
 
-// Exact specialization: every dim as given. Throws kiln::Error for a malformed argument.
+// Exact specialization: every dim as given.
 Signature exact_signature(std::span<const Array> args);
+// The hash exact_signature(args) would have, and whether `sig` is that signature, computed from
+// the arrays without allocating (the dispatch path of a cache hit).
+uint64_t exact_signature_hash(std::span<const Array> args);
+bool matches(const Signature& sig, std::span<const Array> args);
 
 }  // namespace kiln
