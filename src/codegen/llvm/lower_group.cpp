@@ -679,6 +679,17 @@ class Emitter {
     return add;
   }
 
+  // max(0, ceil(num / den)) and min(limit, floor(num / den) + 1) for den > 0, num signed.
+  Value* ceil_div_clamped(Value* num, int64_t den) {
+    Value* pos = b_.CreateSDiv(b_.CreateAdd(num, b_.getInt64(den - 1)), b_.getInt64(den));
+    return b_.CreateSelect(b_.CreateICmpSLE(num, b_.getInt64(0)), b_.getInt64(0), pos);
+  }
+  Value* floor_div_plus1_clamped(Value* num, int64_t den, int64_t limit) {
+    Value* v = b_.CreateAdd(b_.CreateSDiv(num, b_.getInt64(den)), b_.getInt64(1));
+    v = b_.CreateSelect(b_.CreateICmpSLT(num, b_.getInt64(0)), b_.getInt64(0), v);
+    return b_.CreateSelect(b_.CreateICmpSGT(v, b_.getInt64(limit)), b_.getInt64(limit), v);
+  }
+
   void emit_conv2d() {
     const Node& cv = *g_.contraction;
     auto out = ir::concrete_dims(cv.shape);
@@ -689,11 +700,60 @@ class Emitter {
     const Node* x = cv.inputs[0].get();
     const Node* w = cv.inputs[1].get();
     DType t = cv.dtype;
+    llvm::Type* st = storage_type(t);
+    // Accumulate in the output plane when it holds the conv's own dtype (f16/bf16 accumulate in
+    // float32 registers instead): for each tap, the (oh, ow) ranges that read inside the input
+    // are computed up front, so the inner ow loop has no bounds checks and vectorizes.
+    bool in_output = !(t == DType::f16 || t == DType::bf16) && g_.root->dtype == t;
     loop(begin_, end_, {}, [&](Value* u, const std::vector<Value*>&) {
       Value* nimg = b_.CreateUDiv(u, b_.getInt64(out[1]));
       Value* oc = b_.CreateURem(u, b_.getInt64(out[1]));
       Value* cbase = b_.CreateMul(b_.CreateUDiv(oc, b_.getInt64(og)), b_.getInt64(cg));
       Value* plane = b_.CreateMul(u, b_.getInt64(out[2] * out[3]));
+      if (in_output) {
+        loop(b_.getInt64(0), b_.getInt64(out[2] * out[3]), {}, [&](Value* e, const std::vector<Value*>&) {
+          b_.CreateStore(from_compute(constant(0, t), t), b_.CreateInBoundsGEP(st, out_ptr_, b_.CreateAdd(plane, e)));
+          return std::vector<Value*>{};
+        });
+        loop(b_.getInt64(0), b_.getInt64(cg), {}, [&](Value* c, const std::vector<Value*>&) {
+          return loop(b_.getInt64(0), b_.getInt64(ws[2]), {}, [&](Value* kh, const std::vector<Value*>&) {
+            return loop(b_.getInt64(0), b_.getInt64(ws[3]), {}, [&](Value* kw, const std::vector<Value*>&) {
+              Value* wv = emit(w, {oc, c, kh, kw});
+              Value* hoff = b_.CreateSub(b_.CreateMul(kh, b_.getInt64(p.dilation[0])), b_.getInt64(p.padding[0]));
+              Value* woff = b_.CreateSub(b_.CreateMul(kw, b_.getInt64(p.dilation[1])), b_.getInt64(p.padding[1]));
+              // ih = oh*s + hoff in [0, H)  <=>  oh in [ceil(-hoff/s), floor((H-1-hoff)/s)]
+              Value* oh_lo = ceil_div_clamped(b_.CreateNeg(hoff), p.stride[0]);
+              Value* oh_hi = floor_div_plus1_clamped(b_.CreateSub(b_.getInt64(xs[2] - 1), hoff), p.stride[0], out[2]);
+              Value* ow_lo = ceil_div_clamped(b_.CreateNeg(woff), p.stride[1]);
+              Value* ow_hi = floor_div_plus1_clamped(b_.CreateSub(b_.getInt64(xs[3] - 1), woff), p.stride[1], out[3]);
+              return loop(oh_lo, oh_hi, {}, [&](Value* oh, const std::vector<Value*>&) {
+                Value* ih = b_.CreateAdd(b_.CreateMul(oh, b_.getInt64(p.stride[0])), hoff);
+                Value* row = b_.CreateAdd(plane, b_.CreateMul(oh, b_.getInt64(out[3])));
+                return loop(ow_lo, ow_hi, {}, [&](Value* ow, const std::vector<Value*>&) {
+                  Value* iw = b_.CreateAdd(b_.CreateMul(ow, b_.getInt64(p.stride[1])), woff);
+                  Value* xv = emit(x, {nimg, b_.CreateAdd(cbase, c), ih, iw});
+                  Value* ptr = b_.CreateInBoundsGEP(st, out_ptr_, b_.CreateAdd(row, ow));
+                  Value* cur = to_compute(b_.CreateLoad(st, ptr), t);
+                  Value* r = is_floating(t) ? fma(xv, wv, cur) : b_.CreateAdd(cur, b_.CreateMul(xv, wv));
+                  b_.CreateStore(from_compute(r, t), ptr);
+                  return std::vector<Value*>{};
+                });
+              });
+            });
+          });
+        });
+        if (g_.root.get() != g_.contraction.get()) {
+          loop(b_.getInt64(0), b_.getInt64(out[2]), {}, [&](Value* oh, const std::vector<Value*>&) {
+            return loop(b_.getInt64(0), b_.getInt64(out[3]), {}, [&](Value* ow, const std::vector<Value*>&) {
+              Value* off = b_.CreateAdd(plane, b_.CreateAdd(b_.CreateMul(oh, b_.getInt64(out[3])), ow));
+              Value* v = to_compute(b_.CreateLoad(st, b_.CreateInBoundsGEP(st, out_ptr_, off)), t);
+              store_epilogue(v, {nimg, oc, oh, ow}, off);
+              return std::vector<Value*>{};
+            });
+          });
+        }
+        return std::vector<Value*>{};
+      }
       loop(b_.getInt64(0), b_.getInt64(out[2]), {}, [&](Value* oh, const std::vector<Value*>&) {
         loop(b_.getInt64(0), b_.getInt64(out[3]), {}, [&](Value* ow, const std::vector<Value*>&) {
           std::vector<Value*> acc = loop(b_.getInt64(0), b_.getInt64(cg), {constant(0, t)}, [&](Value* c, const std::vector<Value*>& a0) {
