@@ -131,8 +131,9 @@ std::shared_ptr<Executable> compile_variant(Function::State& s, const Signature&
       for (const auto& b : report.backends) ++s.backend_kernels[b];
       for (const auto& f : report.fallbacks) s.fallback_reasons.push_back(f);
       s.fallbacks.fetch_add(static_cast<int64_t>(report.fallbacks.size()));
-      KILN_LOG_AT(info) << s.name << ": compiled " << report.kernels << " kernels (" << report.compiled
-                        << " new, " << report.memory_hits << " from memory) for " << reason;
+      KILN_LOG_AT(info) << s.name << ": " << report.kernels << " kernels (" << report.compiled
+                        << " compiled, " << report.memory_hits << " from memory, " << report.disk_hits
+                        << " from disk) for " << reason;
     }
     {
       std::unique_lock<std::shared_mutex> lock(s.table_mu);
