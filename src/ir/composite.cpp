@@ -2,6 +2,7 @@
 // The root node keeps a Composite tag so a backend can match the whole pattern. They reduce with
 // keepdims and broadcast back, the form the fusion pass keeps in one row kernel.
 #include "ir/builder.h"
+#include "ir/caller_loc.h"
 
 #include <kiln/errors.h>
 #include <kiln/tensor.h>
@@ -10,25 +11,13 @@
 
 namespace kiln {
 
+using ir::CallerLoc;
+
 using ir::NodePtr;
 using ir::Op;
 
 namespace {
 
-class CallerLoc {
- public:
-  explicit CallerLoc(const Loc& loc) {
-    if (ir::current_loc().empty()) {
-      std::string file = loc.file_name();
-      size_t slash = file.find_last_of('/');
-      if (slash != std::string::npos) file = file.substr(slash + 1);
-      scope_.emplace(file + ":" + std::to_string(loc.line()));
-    }
-  }
-
- private:
-  std::optional<ir::LocScope> scope_;
-};
 
 NodePtr need(const Tensor& t, const char* op) {
   if (!t.defined()) throw Error(std::string(op) + ": input is an undefined Tensor");

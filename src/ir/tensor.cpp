@@ -1,6 +1,7 @@
 // The public kiln::Tensor API: every operation records IR nodes through the factories in
 // builder.h, under the caller's source location.
 #include "ir/builder.h"
+#include "ir/caller_loc.h"
 
 #include <kiln/errors.h>
 #include <kiln/tensor.h>
@@ -11,25 +12,12 @@
 
 namespace kiln {
 
+using ir::CallerLoc;
+
 using ir::NodePtr;
 
 namespace {
 
-// Records the C++ caller's location unless a front end (Python) already set one.
-class CallerLoc {
- public:
-  explicit CallerLoc(const Loc& loc) {
-    if (ir::current_loc().empty()) {
-      std::string file = loc.file_name();
-      size_t slash = file.find_last_of('/');
-      if (slash != std::string::npos) file = file.substr(slash + 1);
-      scope_.emplace(file + ":" + std::to_string(loc.line()));
-    }
-  }
-
- private:
-  std::optional<ir::LocScope> scope_;
-};
 
 const NodePtr& node_of(const Tensor& t, const char* op, const char* what = "operand") {
   if (!t.defined())

@@ -3,6 +3,7 @@
 // lazy: an Expand is never folded itself (its users fold through it), and no fold produces more
 // than kMaxFoldedElements elements, so a big constant is never materialized in the graph.
 #include "ir/passes/passes.h"
+#include "ir/passes/rewrite.h"
 
 #include "ir/builder.h"
 #include "ir/interpreter.h"
@@ -81,18 +82,8 @@ class ConstantValues {
 }  // namespace
 
 Graph constant_fold(const Graph& g) {
-  std::unordered_map<const Node*, NodePtr> memo;
   ConstantValues values;
-  auto mapped = [&](const NodePtr& n) { return memo.at(n.get()); };
-  for (const NodePtr& n : g.topo_order()) {
-    std::vector<NodePtr> ins;
-    ins.reserve(n->inputs.size());
-    bool changed = false;
-    for (const NodePtr& in : n->inputs) {
-      ins.push_back(mapped(in));
-      changed = changed || ins.back() != in;
-    }
-    NodePtr cur = changed ? with_inputs(n, std::move(ins)) : n;
+  return rewrite_nodes(g, [&](NodePtr cur) {
     if (op_kind(cur->op) != OpKind::leaf && cur->op != Op::Expand &&
         small_enough(cur->shape, kMaxFoldedElements)) {
       std::vector<const HostTensor*> args;
@@ -107,12 +98,8 @@ Graph constant_fold(const Graph& g) {
         cur = make_constant(cur->dtype, cur->shape, to_bytes(result.values, cur->dtype));
       }
     }
-    memo.emplace(n.get(), std::move(cur));
-  }
-  Graph out;
-  for (const NodePtr& in : g.inputs) out.inputs.push_back(mapped(in));
-  for (const NodePtr& o : g.outputs) out.outputs.push_back(mapped(o));
-  return out;
+    return cur;
+  });
 }
 
 }  // namespace kiln::ir

@@ -3,6 +3,7 @@
 // rewritten to 0: it is NaN for x = NaN or inf. A node with a composite tag is never rewritten
 // away, so that backends can still match the composite whole.
 #include "ir/passes/passes.h"
+#include "ir/passes/rewrite.h"
 
 #include "ir/builder.h"
 
@@ -134,17 +135,7 @@ NodePtr rewrite(const NodePtr& n) {
 }  // namespace
 
 Graph simplify(const Graph& g) {
-  std::unordered_map<const Node*, NodePtr> memo;
-  auto mapped = [&](const NodePtr& n) { return memo.at(n.get()); };
-  for (const NodePtr& n : g.topo_order()) {
-    std::vector<NodePtr> ins;
-    ins.reserve(n->inputs.size());
-    bool changed = false;
-    for (const NodePtr& in : n->inputs) {
-      ins.push_back(mapped(in));
-      changed = changed || ins.back() != in;
-    }
-    NodePtr cur = changed ? with_inputs(n, std::move(ins)) : n;
+  return rewrite_nodes(g, [](NodePtr cur) {
     // A rewrite may expose another (cast(cast(cast x)), or a permute that became the identity);
     // each one removes a node or keeps the count, so a few rounds reach the local fixed point.
     for (int round = 0; round < 4; ++round) {
@@ -153,12 +144,8 @@ Graph simplify(const Graph& g) {
       if (!next || next == cur) break;
       cur = std::move(next);
     }
-    memo.emplace(n.get(), std::move(cur));
-  }
-  Graph out;
-  for (const NodePtr& in : g.inputs) out.inputs.push_back(mapped(in));
-  for (const NodePtr& o : g.outputs) out.outputs.push_back(mapped(o));
-  return out;
+    return cur;
+  });
 }
 
 }  // namespace kiln::ir
