@@ -196,3 +196,35 @@ TEST_CASE("x86 gemm: concurrent callers share the registry and plans", "[x86][ge
   for (auto& th : threads) th.join();
   CHECK(failures.load() == 0);
 }
+
+TEST_CASE("x86 gemm: large blocking (threads split M or N, several MC, NC and K blocks)", "[x86][gemm][blocking]") {
+  // Each thread owns a block of C and packs its own A (MC x KC) and B (KC x NC) blocks: shapes that
+  // give a thread several MC blocks (split M), several NC blocks (split N), three K blocks (first,
+  // middle, last kernels) and edges in M and N; on pools of 1, 2 and 3 threads; B packed from
+  // row-major and transposed layouts and prepacked.
+  const std::vector<Shape> shapes = {{1100, 300, 1100}, {128, 1100, 1030}, {470, 77, 600}};
+  kiln::ThreadPool pool1(1), pool3(3);
+  kiln::ThreadPool* pools[] = {&pool1, &pool2(), &pool3};
+  for (Isa isa : supported_isas()) {
+    int variant = 0;
+    for (const Shape& s : shapes) {
+      for (kiln::ThreadPool* pool : pools) {
+        const bool epi = variant % 2 == 1;
+        const EpiKind e{epi ? Activation::gelu : Activation::none, epi, epi, epi};
+        const Layout la = variant % 3 == 2 ? Layout::transposed : Layout::row_major;
+        const Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
+        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << pool->num_threads() << " A "
+                           << layout_name(la) << " B " << layout_name(lb) << " epilogue " << epi);
+        Case c(s, la, lb, e, uint32_t(7000 + variant));
+        c.run(*pool, isa);
+        CHECK(c.max_violation() <= 1.0);
+        if (pool == &pool2()) {
+          auto packed = pack_b(c.b_ref(), s.K, s.N, isa);
+          c.run_prepacked(*pool, *packed);
+          CHECK(c.max_violation() <= 1.0);
+        }
+        ++variant;
+      }
+    }
+  }
+}

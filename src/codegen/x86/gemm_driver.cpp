@@ -1,8 +1,11 @@
 // The GEMM driver: picks a path for a problem and runs it over the thread pool.
 //   direct: M*N*K <= 64^3: one fully specialized unpacked kernel, single thread.
 //   skinny: M <= 8 with unit-stride B columns (GEMV-like): direct kernels over N chunks in parallel.
-//   packed: BLIS blocking (KC from L1, MC from L2), B packed into [K][NR] panels (or prepacked
-//           once), A packed per MC x KC block, tasks over (row blocks x column chunks).
+//   packed: BLIS blocking (KC <= 512, MC from L2, NC from L2 or the task's columns). One task per
+//           thread owns a block of C (threads split M when each gets >= 16 row tiles, else N) and
+//           packs privately, with no barriers: B per KC x NC block read row by row into [kc][NR]
+//           panels (or taken from a PackedB), A per MC x KC block; then the microkernel over
+//           (B panel, A micro-panel) pairs, the B panel staying in L1/L2 across the A panels.
 // A GemmPlan resolves the path, blocking and every kernel once; run() only does pointer math.
 #include "codegen/x86/cpu_info.h"
 #include "codegen/x86/gemm.h"
@@ -70,8 +73,10 @@ struct GemmPlan::Impl {
   int64_t chunk = 0, nchunks = 0, kb = 0, nkb = 0;
   const Kernel* skinny[2][4] = {};
   // packed
-  int64_t MR = 0, NR = 0, KC = 0, MC = 0, npc = 0, m_blocks = 0, n_chunks = 0, chunk_panels = 0,
-          npanels = 0;
+  // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
+  // [tj * npanels / tn, ...), and packs privately what it needs (no barriers): B per (KC x NC)
+  // block, panel by panel just before its first use; A per (MC x KC) block.
+  int64_t MR = 0, NR = 0, KC = 0, MC = 0, NCP = 0, npc = 0, mtiles = 0, npanels = 0, tm = 1, tn = 1;
   const Kernel* kern[2][2][2][2] = {};  // [accumulate][last][m edge][n edge]
 
   const Kernel* use(const KernelDesc& d) {
@@ -174,18 +179,30 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   const HostCpu& cpu = host_cpu();
   s.MR = packed_mr(isa);
   s.NR = packed_nr(isa);
-  const int64_t kc_max = std::clamp<int64_t>(cpu.l1d_bytes / (2 * s.NR * 4) / 16 * 16, 64, 512);
+  s.mtiles = ceil_div(p.M, s.MR);
+  s.npanels = ceil_div(p.N, s.NR);
+  // Threads split M when every thread gets at least 16 row tiles (B, cheap to pack, is then
+  // packed by each thread for itself), else N (A is then packed by each thread).
+  s.tm = std::clamp<int64_t>(s.mtiles / 16, 1, T);
+  while (T % s.tm) --s.tm;
+  s.tn = std::clamp<int64_t>(T / s.tm, 1, s.npanels);
+  // KC up to 512: the larger KC, the fewer times C's partial sums are reloaded (a 512 x NR panel
+  // of B overflows L1 a little; its rows stream from L2, which keeps up).
+  const int64_t kc_max = 512;
   s.npc = std::max<int64_t>(1, ceil_div(p.K, kc_max));
   s.KC = round_up(ceil_div(p.K, s.npc), 4);
-  const int64_t mc_cache = std::max(s.MR, (cpu.l2_bytes / 2) / std::max<int64_t>(1, s.KC * 4) / s.MR * s.MR);
-  s.m_blocks = ceil_div(p.M, mc_cache);
-  if (s.m_blocks % T != 0 && p.M >= T * s.MR * 8) s.m_blocks = round_up(s.m_blocks, T);
-  s.MC = round_up(ceil_div(p.M, s.m_blocks), s.MR);
-  s.m_blocks = ceil_div(p.M, s.MC);
-  s.npanels = ceil_div(p.N, s.NR);
-  const int64_t want_chunks = s.m_blocks >= T ? 1 : ceil_div(T, s.m_blocks);
-  s.chunk_panels = ceil_div(s.npanels, std::min(want_chunks, s.npanels));
-  s.n_chunks = ceil_div(s.npanels, s.chunk_panels);
+  // MC: an MC x KC block of A in a quarter of L2 (measured better than half: the C tile rows and
+  // B's panels pass through L2 too), split evenly over the task's rows.
+  const int64_t rows_task = ceil_div(s.mtiles, s.tm) * s.MR;
+  const int64_t mc_cache = std::max(s.MR, (cpu.l2_bytes / 4) / std::max<int64_t>(1, s.KC * 4) / s.MR * s.MR);
+  const int64_t mblocks = ceil_div(rows_task, mc_cache);
+  s.MC = round_up(ceil_div(rows_task, mblocks), s.MR);
+  // NC: with several MC blocks, the task's columns (at most 4096; the packed KC x NC block of B is
+  // reused by every MC block); with one, a KC x NC block in half of L2.
+  const int64_t panels_task = ceil_div(s.npanels, s.tn);
+  const int64_t ncp_max = mblocks > 1 ? std::max<int64_t>(1, 4096 / s.NR)
+                                      : std::max<int64_t>(1, (cpu.l2_bytes / 2) / std::max<int64_t>(1, s.KC * s.NR * 4));
+  s.NCP = ceil_div(panels_task, ceil_div(panels_task, ncp_max));
 
   const int64_t m_edge = p.M % s.MR, n_edge = p.N % s.NR;
   for (int acc = 0; acc < 2; ++acc) {
@@ -257,50 +274,47 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool, const Pa
         << "PackedB is " << packed->K() << "x" << packed->N() << " for " << isa_name(packed->isa())
         << ", the problem needs " << K << "x" << N << " for " << isa_name(isa);
     bpacked = packed->data();
-  } else if (m_blocks > 1) {
-    // Row blocks share B: pack all of it once, in parallel, before the tasks start.
-    float* buf = thread_scratch(ScratchSlot::b_packed, size_t(npanels * std::max<int64_t>(K, 1) * NR));
-    parallel(pool, npanels, [&](int64_t begin, int64_t end) {
-      for (int64_t jp = begin; jp < end; ++jp)
-        pack_b_panel(p.b, K, jp * NR, std::min(NR, N - jp * NR), NR, buf + jp * K * NR);
-    });
-    bpacked = buf;
   }
   const int64_t ldr = p.epi.ld_residual;
-  parallel(pool, m_blocks * n_chunks, [&](int64_t begin, int64_t end) {
+  parallel(pool, tm * tn, [&](int64_t begin, int64_t end) {
     float* abuf = thread_scratch(ScratchSlot::a_block, size_t(std::max<int64_t>(MC * KC, 1)));
+    float* bbuf = bpacked ? nullptr : thread_scratch(ScratchSlot::b_packed, size_t(std::max<int64_t>(NCP * KC * NR, 1)));
     KernelArgs args{};
     args.ldc_bytes = p.ldc * 4;
     args.ldr_bytes = ldr * 4;
     args.scale = p.epi.scale;
-    // One row block: each task packs its own B panels right before using them (still in cache).
-    float* bpanel = bpacked ? nullptr : thread_scratch(ScratchSlot::b_panel, size_t(std::max<int64_t>(KC, 1) * NR));
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t mb = t / n_chunks, nc = t % n_chunks;
-      const int64_t i0 = mb * MC, mc = std::min(MC, M - i0);
-      const int64_t p0 = nc * chunk_panels, p1 = std::min(npanels, p0 + chunk_panels);
-      for (int64_t pc = 0; pc < npc; ++pc) {
-        const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
-        pack_a_block(p.a, i0, mc, k0, kc, MR, abuf);
-        const int acc = pc > 0, last = pc == npc - 1;
-        args.kc = kc;
-        for (int64_t jp = p0; jp < p1; ++jp) {
-          const int64_t j0 = jp * NR;
-          const int ne = N - j0 < NR;
-          if (bpacked) {
-            args.b = bpacked + jp * K * NR + k0 * NR;
-          } else {
-            const MatrixRef rows{p.b.data + k0 * p.b.row_stride, p.b.row_stride, p.b.col_stride};
-            pack_b_panel(rows, kc, j0, std::min(NR, N - j0), NR, bpanel);
-            args.b = bpanel;
-          }
-          args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
-          for (int64_t r0 = 0; r0 < mc; r0 += MR) {
-            const int me = mc - r0 < MR;
-            args.a = abuf + r0 * kc;
-            args.c = p.c + (i0 + r0) * p.ldc + j0;
-            args.residual = p.epi.residual ? p.epi.residual + (i0 + r0) * ldr + j0 : nullptr;
-            kern[acc][last][me][ne]->fn(&args);
+      const int64_t ti = t / tn, tj = t % tn;
+      const int64_t r0 = ti * mtiles / tm * MR, r1 = std::min(M, (ti + 1) * mtiles / tm * MR);
+      const int64_t q0 = tj * npanels / tn, q1 = (tj + 1) * npanels / tn;
+      for (int64_t jc = q0; jc < q1; jc += NCP) {
+        const int64_t jc_end = std::min(q1, jc + NCP);
+        for (int64_t pc = 0; pc < npc; ++pc) {
+          const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
+          const int acc = pc > 0, last = pc == npc - 1;
+          args.kc = kc;
+          const MatrixRef brows{p.b.data + k0 * p.b.row_stride, p.b.row_stride, p.b.col_stride};
+          if (!bpacked) pack_b_block(brows, kc, jc * NR, std::min(N, jc_end * NR) - jc * NR, NR, bbuf);
+          for (int64_t i0 = r0; i0 < r1; i0 += MC) {
+            const int64_t mc = std::min(MC, r1 - i0);
+            pack_a_block(p.a, i0, mc, k0, kc, MR, abuf);
+            for (int64_t jp = jc; jp < jc_end; ++jp) {
+              const int64_t j0 = jp * NR;
+              const int ne = N - j0 < NR;
+              if (bpacked) {
+                args.b = bpacked + jp * K * NR + k0 * NR;
+              } else {
+                args.b = bbuf + (jp - jc) * kc * NR;
+              }
+              args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
+              for (int64_t ir = 0; ir < mc; ir += MR) {
+                const int me = mc - ir < MR;
+                args.a = abuf + ir * kc;
+                args.c = p.c + (i0 + ir) * p.ldc + j0;
+                args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;
+                kern[acc][last][me][ne]->fn(&args);
+              }
+            }
           }
         }
       }

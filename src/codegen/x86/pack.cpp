@@ -1,6 +1,8 @@
 // Packing routines and per-thread scratch for the GEMM driver.
 #include "codegen/x86/pack.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -8,14 +10,41 @@
 
 namespace kiln::x86 {
 
+namespace {
+
+// One full 14-row panel of a row-major A (AVX-512; only reached through the AVX-512 kernel's
+// MR = 14): for each k, a 14-lane gather down the column, stored as the panel's row k.
+__attribute__((target("avx512f"))) void pack_a_panel14_gather(const float* base, int64_t rs, int64_t kc,
+                                                                float* d) {
+  alignas(64) int32_t offs[16] = {};
+  for (int r = 0; r < 14; ++r) offs[r] = int32_t(r * rs);
+  const __m512i idx = _mm512_load_si512(offs);
+  const __mmask16 m = 0x3fff;
+  int64_t k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    const __m512 g0 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base + k, 4);
+    const __m512 g1 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base + k + 1, 4);
+    _mm512_mask_storeu_ps(d + k * 14, m, g0);
+    _mm512_mask_storeu_ps(d + (k + 1) * 14, m, g1);
+  }
+  for (; k < kc; ++k)
+    _mm512_mask_storeu_ps(d + k * 14, m, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base + k, 4));
+}
+
+}  // namespace
+
 void pack_a_block(const MatrixRef& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t MR,
                   float* dst) {
   const int64_t rs = a.row_stride, cs = a.col_stride;
+  // Row offsets of a 14-row panel fit the gather's int32 indices.
+  const bool gather14 = MR == 14 && cs == 1 && rs >= 0 && rs * 13 < (int64_t{1} << 31) / 4 - kc;
   for (int64_t p = 0; p < mc; p += MR) {
     const int64_t rows = std::min(MR, mc - p);
     float* d = dst + p * kc;
     const float* base = a.data + (i0 + p) * rs + k0 * cs;
-    if (cs == 1) {
+    if (gather14 && rows == 14) {
+      pack_a_panel14_gather(base, rs, kc, d);
+    } else if (cs == 1) {
       // Row-major: read each row contiguously, 8 columns at a time into the [k][MR] panel.
       int64_t k = 0;
       for (; k + 8 <= kc; k += 8) {
@@ -36,9 +65,38 @@ void pack_a_block(const MatrixRef& a, int64_t i0, int64_t mc, int64_t k0, int64_
   }
 }
 
+namespace {
+
+// A full 32-column panel of a row-major B (AVX-512's NR = 32): two zmm per row.
+__attribute__((target("avx512f"))) void pack_b_rows32(const float* base, int64_t rs, int64_t K, float* dst) {
+  for (int64_t k = 0; k < K; ++k) {
+    const float* s = base + k * rs;
+    _mm512_storeu_ps(dst + k * 32, _mm512_loadu_ps(s));
+    _mm512_storeu_ps(dst + k * 32 + 16, _mm512_loadu_ps(s + 16));
+  }
+}
+
+__attribute__((target("avx512f"))) void pack_b_block_rows32(const float* base, int64_t rs, int64_t K, int64_t panels,
+                                                              float* dst) {
+  for (int64_t k = 0; k < K; ++k) {
+    const float* s = base + k * rs;
+    float* d = dst + k * 32;
+    for (int64_t q = 0; q < panels; ++q) {
+      _mm512_storeu_ps(d + q * K * 32, _mm512_loadu_ps(s + q * 32));
+      _mm512_storeu_ps(d + q * K * 32 + 16, _mm512_loadu_ps(s + q * 32 + 16));
+    }
+  }
+}
+
+}  // namespace
+
 void pack_b_panel(const MatrixRef& b, int64_t K, int64_t j0, int64_t nr, int64_t NR, float* dst) {
   const int64_t rs = b.row_stride, cs = b.col_stride;
   const float* base = b.data + j0 * cs;
+  if (cs == 1 && nr == 32 && NR == 32) {
+    pack_b_rows32(base, rs, K, dst);
+    return;
+  }
   if (cs == 1) {
     for (int64_t k = 0; k < K; ++k) {
       std::memcpy(dst + k * NR, base + k * rs, size_t(nr) * sizeof(float));
@@ -61,6 +119,27 @@ void pack_b_panel(const MatrixRef& b, int64_t K, int64_t j0, int64_t nr, int64_t
   }
   for (int64_t k = 0; k < K; ++k)
     for (int64_t c = 0; c < nr; ++c) dst[k * NR + c] = base[k * rs + c * cs];
+}
+
+void pack_b_block(const MatrixRef& b, int64_t K, int64_t j0, int64_t ncols, int64_t NR, float* dst) {
+  const int64_t panels = (ncols + NR - 1) / NR;
+  if (b.col_stride != 1) {
+    for (int64_t q = 0; q < panels; ++q)
+      pack_b_panel(b, K, j0 + q * NR, std::min(NR, ncols - q * NR), NR, dst + q * K * NR);
+    return;
+  }
+  // Row by row: B's rows are read in address order (what the hardware prefetchers follow), each
+  // row's NR-column pieces go to their panels.
+  const int64_t full = ncols / NR, tail = ncols - full * NR;
+  if (NR == 32) {
+    pack_b_block_rows32(b.data + j0, b.row_stride, K, full, dst);
+  } else {
+    for (int64_t k = 0; k < K; ++k) {
+      const float* s = b.data + k * b.row_stride + j0;
+      for (int64_t q = 0; q < full; ++q) std::memcpy(dst + (q * K + k) * NR, s + q * NR, size_t(NR) * sizeof(float));
+    }
+  }
+  if (tail) pack_b_panel(b, K, j0 + full * NR, tail, NR, dst + full * K * NR);
 }
 
 void copy_b_rowmajor(const MatrixRef& b, int64_t K, int64_t N, float* dst) {
