@@ -53,7 +53,11 @@ def machine_line():
                     break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    try:
+        load = "load average %.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        load = "load average n/a"
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {load}"
 
 
 def fmt_time(s):

@@ -105,7 +105,9 @@ def main():
                            (rng.normal(size=(8192, 1024)).astype(np.float32),), 1024)
 
     print(f"# whole functions, float32, {args.threads} thread(s); {machine_line()}")
-    print(f"# kiln device: {kiln.device_info().get('cpu', '')} {kiln.device_info().get('isa', '')}".rstrip())
+    info = kiln.device_info()
+    print(f"# kiln device: {info['cpu_brand']}, isa {info['isa']}, {info['num_threads']} kiln threads; "
+          f"features {' '.join(info['cpu_features'])}")
     rows, firsts = [], []
     for key in args.only.split(","):
         title, f_np, f_kiln, f_jax, fargs, k = cases[key]

@@ -61,8 +61,11 @@ def clear_cache() -> None:
 
 
 def device_info() -> dict:
-    """What kiln detects: CPU features, cache sizes, GPUs (the lines of `kiln doctor`, as a dict;
-    the full text is under "report")."""
+    """What kiln detects about this machine: ``cpu_brand``, ``isa`` ("avx512", "avx2" or "sse"),
+    ``cpu_features`` (usable, after KILN_ISA), ``cpu_features_hardware``, ``num_cores``,
+    ``num_threads`` (kiln's pool), ``l1d_bytes``, ``l2_bytes``, ``l3_bytes``, ``gpus`` (a list of
+    dicts with ``name``, ``compute_capability`` and ``memory_bytes``), ``gpu_status`` (why
+    ``gpus`` is empty, when it is) and ``report`` (the text of `kiln doctor`)."""
     return _kiln.device_info()
 
 

@@ -7,6 +7,7 @@
 #include <kiln/kiln.h>
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct ErrorTypes {
   PyObject* device = nullptr;
 };
 const ErrorTypes& error_types();
+
+// Sets the Python error for a kiln::Error (and its subclasses) in `p`.
+void translate_kiln_error(const std::exception_ptr& p);
 
 // --- numpy interop (convert.cpp) ---------------------------------------------------------------
 
@@ -45,6 +49,21 @@ ArgKind to_array(PyObject* obj, kiln::Array& out, std::vector<nb::object>& keep,
 
 // A numpy array over `a` that owns (shares) its memory; copies only a borrowed array. New reference.
 PyObject* to_numpy(const kiln::Array& a);
+
+// A new C-contiguous numpy array of `dtype` and `shape` whose data numpy allocates (its small
+// allocations come from numpy's own cache: cheaper than a 64-byte aligned malloc). New reference.
+PyObject* new_numpy(kiln::DType dtype, const std::vector<int64_t>& shape);
+
+// Results of at least this many bytes come from a pool of blocks that dead results gave back (no
+// mmap and page faults per call). new_pooled_numpy: such a numpy array, 64-byte aligned. GIL held.
+bool poolable(size_t bytes);
+PyObject* new_pooled_numpy(kiln::DType dtype, const std::vector<int64_t>& shape, size_t bytes);
+
+// The data pointer of a numpy array made by new_numpy or new_pooled_numpy.
+void* numpy_data(PyObject* arr);
+
+// Bytes of a numpy array argument (0 for anything else): the GIL policy of a call sums these.
+size_t numpy_nbytes(PyObject* obj);
 
 // True when ml_dtypes' bfloat16 is available to numpy.
 bool has_bfloat16();

@@ -6,7 +6,10 @@
 
 #include "common.h"
 
+#include <cstdlib>
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 namespace kiln::py {
 
@@ -36,7 +39,15 @@ bool dtype_from_numpy(int type_num, DType& out) {
   return false;
 }
 
+// numpy's descriptors of the builtin dtypes are immortal singletons: look them up once.
+PyArray_Descr* g_descr[8] = {};
+
 PyArray_Descr* descr_for(DType t) {
+  auto idx = static_cast<size_t>(t);
+  if (idx < 8 && g_descr[idx]) {
+    Py_INCREF(g_descr[idx]);
+    return g_descr[idx];
+  }
   switch (t) {
     case DType::f32: return PyArray_DescrFromType(NPY_FLOAT32);
     case DType::f64: return PyArray_DescrFromType(NPY_FLOAT64);
@@ -179,16 +190,129 @@ ArgKind to_array(PyObject* obj, Array& out, std::vector<nb::object>& keep, uint6
                    type_name(obj));
 }
 
+PyObject* new_numpy(DType dtype, const std::vector<int64_t>& shape) {
+  PyArray_Descr* descr = descr_for(dtype);  // stolen below
+  npy_intp dims[NPY_MAXDIMS];
+  int nd = static_cast<int>(shape.size());
+  if (nd > NPY_MAXDIMS) {
+    Py_DECREF(descr);
+    throw ShapeError("kiln: a result has " + std::to_string(nd) + " dims; numpy takes at most " +
+                     std::to_string(NPY_MAXDIMS));
+  }
+  for (int i = 0; i < nd; ++i) dims[i] = static_cast<npy_intp>(shape[i]);
+  PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, nullptr, nullptr, 0, nullptr);
+  if (!arr) throw nb::python_error();
+  return arr;
+}
+
+namespace {
+
+// Large results come from this pool: a freed result's block (its numpy array died) is kept and
+// handed to the next result of the same size class, so a serving loop does not mmap, fault in and
+// unmap tens of megabytes per call (glibc serves such sizes with fresh mmaps: layer_norm of
+// (8192, 1024) ran 28 ms instead of 11). Touched only with the GIL held (allocation before the
+// kernels run; release from the capsule destructor).
+constexpr size_t kPoolMinBytes = 256 * 1024;
+constexpr size_t kPoolMaxBytes = size_t{256} << 20;  // cached, not in use
+constexpr size_t kPoolMaxPerClass = 4;
+
+struct Pool {
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by size class
+  size_t cached = 0;
+};
+Pool& pool() {
+  static Pool* p = new Pool;  // never destroyed: capsules may die during interpreter shutdown
+  return *p;
+}
+
+size_t size_class(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
+struct PooledBlock {
+  void* data;
+  size_t bytes;  // size class
+};
+
+void pool_release(PyObject* cap) {
+  auto* b = static_cast<PooledBlock*>(PyCapsule_GetPointer(cap, "kiln.pooled"));
+  Pool& p = pool();
+  auto& list = p.free_blocks[b->bytes];
+  if (list.size() < kPoolMaxPerClass && p.cached + b->bytes <= kPoolMaxBytes) {
+    list.push_back(b->data);
+    p.cached += b->bytes;
+  } else {
+    std::free(b->data);
+  }
+  delete b;
+}
+
+}  // namespace
+
+bool poolable(size_t bytes) { return bytes >= kPoolMinBytes; }
+
+PyObject* new_pooled_numpy(DType dtype, const std::vector<int64_t>& shape, size_t bytes) {
+  size_t cls = size_class(bytes);
+  void* data = nullptr;
+  Pool& p = pool();
+  auto it = p.free_blocks.find(cls);
+  if (it != p.free_blocks.end() && !it->second.empty()) {
+    data = it->second.back();
+    it->second.pop_back();
+    p.cached -= cls;
+  } else {
+    data = std::aligned_alloc(64, cls);
+    if (!data) throw std::bad_alloc();
+  }
+  auto* block = new PooledBlock{data, cls};
+  PyObject* cap = PyCapsule_New(block, "kiln.pooled", pool_release);
+  if (!cap) {
+    std::free(data);
+    delete block;
+    throw nb::python_error();
+  }
+  PyArray_Descr* descr = descr_for(dtype);  // stolen below
+  npy_intp dims[NPY_MAXDIMS];
+  int nd = static_cast<int>(shape.size());
+  for (int i = 0; i < nd && i < NPY_MAXDIMS; ++i) dims[i] = static_cast<npy_intp>(shape[i]);
+  PyObject* arr = nd > NPY_MAXDIMS ? nullptr
+                                   : PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, nullptr, data,
+                                                          NPY_ARRAY_CARRAY, nullptr);
+  if (!arr) {
+    if (nd > NPY_MAXDIMS) Py_DECREF(descr);
+    Py_DECREF(cap);
+    if (nd > NPY_MAXDIMS) throw ShapeError("kiln: a result has more dims than numpy takes");
+    throw nb::python_error();
+  }
+  if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(arr), cap) < 0) {  // steals cap
+    Py_DECREF(arr);
+    throw nb::python_error();
+  }
+  return arr;
+}
+
+void* numpy_data(PyObject* arr) { return PyArray_DATA(reinterpret_cast<PyArrayObject*>(arr)); }
+
+size_t numpy_nbytes(PyObject* obj) {
+  return PyArray_Check(obj) ? static_cast<size_t>(PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(obj))) : 0;
+}
+
 PyObject* to_numpy(const Array& a) {
   PyArray_Descr* descr = descr_for(a.dtype());  // new reference, stolen below
   int nd = static_cast<int>(a.ndim());
-  std::vector<npy_intp> dims(a.shape().begin(), a.shape().end());
-  std::vector<npy_intp> strides(nd);
+  if (nd > NPY_MAXDIMS) {
+    Py_DECREF(descr);
+    throw ShapeError("kiln: a result has " + std::to_string(nd) + " dims; numpy takes at most " +
+                     std::to_string(NPY_MAXDIMS));
+  }
+  npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS];
   const std::vector<int64_t>& st = a.strides();
-  std::vector<int64_t> cs = st.empty() ? contiguous_strides(a.shape()) : st;
   int64_t item = static_cast<int64_t>(dtype_size(a.dtype()));
-  for (int i = 0; i < nd; ++i) strides[i] = static_cast<npy_intp>(cs[i] * item);
-  PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims.data(), strides.data(),
+  int64_t acc = 1;
+  for (int i = nd - 1; i >= 0; --i) {
+    dims[i] = static_cast<npy_intp>(a.shape()[i]);
+    strides[i] = static_cast<npy_intp>((st.empty() ? acc : st[i]) * item);
+    acc *= a.shape()[i];
+  }
+  PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, strides,
                                        a.data(), NPY_ARRAY_WRITEABLE, nullptr);
   if (!arr) throw nb::python_error();
   if (!a.owner()) {  // borrowed: the caller's buffer may go away, so copy
@@ -215,6 +339,8 @@ PyObject* to_numpy(const Array& a) {
 
 void init_numpy(nb::module_& m) {
   if (_import_array() < 0) throw nb::python_error();
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::i8, DType::i32, DType::i64, DType::boolean})
+    if (static_cast<size_t>(t) < 8) g_descr[static_cast<size_t>(t)] = descr_for(t);  // kept
   try {
     nb::object ml = nb::module_::import_("ml_dtypes");
     nb::object np = nb::module_::import_("numpy");

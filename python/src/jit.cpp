@@ -1,7 +1,9 @@
-// kiln._kiln.JitFunction: what @kiln.jit returns. A call converts its arguments to kiln::Array
-// views, picks the kiln::Function for this arity / Python-scalar pattern / static values, runs it
-// with the GIL released and wraps the outputs as numpy arrays: one C++ call, no Python-level loop.
-// On a cache miss kiln::Function calls back into Python (kiln._trace.run_trace) to trace.
+// kiln._kiln.JitFunction: what @kiln.jit returns. A call (the type's tp_call) converts its
+// arguments to kiln::Array views, picks the kiln::Function for this arity / Python-scalar pattern /
+// static values, runs it and returns numpy arrays: one C++ call, no Python-level loop. Known
+// signatures take Function::call with results allocated here (numpy's allocator when small, a
+// pool of reused blocks when large); the GIL is kept for calls under kKeepGilBelowBytes and
+// released otherwise. On a cache miss kiln::Function calls back into Python (kiln._trace.run_trace).
 #include "common.h"
 
 #include <nanobind/stl/map.h>
@@ -10,6 +12,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,7 +45,93 @@ struct Entry {
   nb::list static_values;
   bool single_output = true;  // false: the function returned a tuple or list
   std::unique_ptr<Function> fn;
+
+  // Signatures this Function has already compiled, with the dtypes and shapes of their outputs
+  // (kept under the GIL). A call whose inputs match one is a certain cache hit in kiln::Function
+  // (its variants are never evicted), so the extension can allocate the outputs itself and call
+  // Function::call, and may keep the GIL for small inputs without risking a compile under it.
+  struct ArgKey {
+    DType dtype;
+    bool contiguous, aligned;
+    std::vector<int64_t> shape;
+  };
+  struct OutKey {
+    DType dtype;
+    std::vector<int64_t> shape;
+    size_t bytes;
+  };
+  struct Known {
+    std::vector<ArgKey> in;
+    std::vector<OutKey> out;
+    size_t out_bytes = 0;
+  };
+  std::vector<Known> known;
+  size_t last_known = 0;   // index of the last match (tried first)
+  size_t next_replace = 0;  // round-robin slot once `known` is full
 };
+
+// How many signatures per traced function the extension remembers (kiln's default variant limit
+// is 8); beyond this, calls still work, through the allocating path.
+constexpr size_t kMaxKnown = 16;
+
+// Calls whose inputs plus outputs total fewer bytes than this keep the GIL while the kernels run.
+// Releasing and re-acquiring it costs ~0.1-0.2 us (more when other threads wait for it), which is
+// the whole budget of a small call; below 64 KiB a kernel runs for at most a few microseconds
+// (elementwise at several GB/s per thread), so other Python threads wait at most that long. Larger
+// calls, and every call that may compile, release it: Python threads calling kiln run in parallel.
+constexpr size_t kKeepGilBelowBytes = 64 * 1024;
+
+// Python scalars passed as arguments are 0-d inputs viewing these slots; 64-byte aligned so that
+// the signature (which records the alignment of each data pointer) does not depend on the stack.
+struct alignas(64) ScalarSlot {
+  uint64_t bits = 0;
+};
+constexpr size_t kInlineArgs = 8;
+
+inline bool is_aligned64(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 63) == 0; }
+
+bool matches_known(const Entry::Known& k, std::span<const Array> in) {
+  if (k.in.size() != in.size()) return false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Entry::ArgKey& a = k.in[i];
+    const Array& x = in[i];
+    if (a.dtype != x.dtype() || a.shape != x.shape() || a.aligned != is_aligned64(x.data()) ||
+        a.contiguous != x.is_contiguous())
+      return false;
+  }
+  return true;
+}
+
+const Entry::Known* find_known(Entry& e, std::span<const Array> in) {
+  size_t n = e.known.size();
+  if (n == 0) return nullptr;
+  if (e.last_known < n && matches_known(e.known[e.last_known], in)) return &e.known[e.last_known];
+  for (size_t i = 0; i < n; ++i)
+    if (i != e.last_known && matches_known(e.known[i], in)) {
+      e.last_known = i;
+      return &e.known[i];
+    }
+  return nullptr;
+}
+
+void remember(Entry& e, std::span<const Array> in, const std::vector<Array>& outs) {
+  Entry::Known k;
+  k.in.reserve(in.size());
+  for (const Array& x : in) k.in.push_back({x.dtype(), x.is_contiguous(), is_aligned64(x.data()), x.shape()});
+  for (const Array& o : outs) {
+    size_t bytes = static_cast<size_t>(o.numel()) * dtype_size(o.dtype());
+    k.out.push_back({o.dtype(), o.shape(), bytes});
+    k.out_bytes += bytes;
+  }
+  if (e.known.size() < kMaxKnown) {
+    e.known.push_back(std::move(k));
+    e.last_known = e.known.size() - 1;
+  } else {
+    e.last_known = e.next_replace;
+    e.known[e.next_replace] = std::move(k);
+    e.next_replace = (e.next_replace + 1) % kMaxKnown;
+  }
+}
 
 class JitFunction {
  public:
@@ -67,15 +156,93 @@ class JitFunction {
   JitFunction(const JitFunction&) = delete;
   JitFunction& operator=(const JitFunction&) = delete;
 
-  nb::object call(nb::args args, nb::kwargs kwargs) {
-    Prepared p = prepare(args, kwargs);
+  // The whole per-call path (the type's tp_call): arguments -> kiln::Array views on the stack,
+  // entry lookup, known-signature check, outputs allocated here (known) or by kiln (first call
+  // of a signature), kernels run with or without the GIL (kKeepGilBelowBytes), numpy out.
+  PyObject* call(PyObject* args_in, PyObject* kwargs) {
+    nb::object bound;
+    PyObject* args = args_in;
+    if (kwargs && PyDict_GET_SIZE(kwargs) != 0) {  // slow path: bind keywords to positions in Python
+      bound = bind_keywords(args_in, kwargs);
+      args = bound.ptr();
+    }
+    size_t n = static_cast<size_t>(PyTuple_GET_SIZE(args));
+    check_count(n);
+    if (!static_argnums_.empty() || n > kInlineArgs) return call_general(args);
+
+    ScalarSlot scalars[kInlineArgs];
+    Array inputs[kInlineArgs];
+    std::vector<nb::object> keep;
+    uint64_t mask = 0;
+    size_t in_bytes = 0;
+    for (size_t i = 0; i < n; ++i) {
+      PyObject* obj = PyTuple_GET_ITEM(args, static_cast<Py_ssize_t>(i));
+      ArgKind kind = to_array(obj, inputs[i], keep, &scalars[i].bits, ArgName{&name_, &param_names_, i});
+      if (kind == ArgKind::python_scalar) mask |= uint64_t{1} << i;
+      in_bytes += numpy_nbytes(obj);
+    }
+    Entry* e = find_entry(n, mask);
+    return run(*e, std::span<const Array>(inputs, n), in_bytes);
+  }
+
+  // Runs one call of `e`; inputs are views (valid while the caller holds its arguments).
+  PyObject* run(Entry& e, std::span<const Array> in, size_t in_bytes) {
+    if (const Entry::Known* k = find_known(e, in)) {
+      size_t nout = k->out.size();
+      if (nout <= 4 && in_bytes + k->out_bytes < kKeepGilBelowBytes) {
+        // Small: numpy allocates the results (from its small-block cache), kiln writes into them
+        // with the GIL held, and the numpy arrays are returned as they are.
+        PyObject* res[4] = {};
+        Array outs[4];
+        auto drop = [&] {
+          for (PyObject*& r : res) Py_CLEAR(r);
+        };
+        try {
+          for (size_t i = 0; i < nout; ++i) {
+            res[i] = new_numpy(k->out[i].dtype, k->out[i].shape);
+            outs[i] = Array::view(numpy_data(res[i]), k->out[i].shape, k->out[i].dtype);
+          }
+          e.fn->call(in, std::span<Array>(outs, nout));
+        } catch (...) {
+          drop();
+          throw;
+        }
+        if (e.single_output && nout == 1) return res[0];
+        PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(nout));
+        if (!t) {
+          drop();
+          throw nb::python_error();
+        }
+        for (size_t i = 0; i < nout; ++i) PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), res[i]);
+        return t;
+      }
+      // Larger: pooled 64-byte aligned blocks from 256 KiB up (else numpy's allocation), GIL released.
+      std::vector<Array> outs(nout);
+      std::vector<nb::object> res(nout);
+      for (size_t i = 0; i < nout; ++i) {
+        const Entry::OutKey& o = k->out[i];
+        res[i] = nb::steal(poolable(o.bytes) ? new_pooled_numpy(o.dtype, o.shape, o.bytes)
+                                             : new_numpy(o.dtype, o.shape));
+        outs[i] = Array::view(numpy_data(res[i].ptr()), o.shape, o.dtype);
+      }
+      run_guarded([&] { e.fn->call(in, std::span<Array>(outs)); });
+      if (e.single_output && nout == 1) return res[0].release().ptr();
+      PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(nout));
+      if (!t) throw nb::python_error();
+      for (size_t i = 0; i < nout; ++i) PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), res[i].release().ptr());
+      return t;
+    }
+    // First call of this signature in this process (or one the extension does not remember): the
+    // allocating call, which may trace (calling back into Python) and compile: GIL released.
+    std::vector<Array> in_vec(in.begin(), in.end());
     std::vector<Array> outs;
-    run_guarded([&] { outs = (*p.entry->fn)(p.inputs); });
-    return wrap_outputs(*p.entry, outs);
+    run_guarded([&] { outs = (*e.fn)(in_vec); });
+    remember(e, in, outs);
+    return wrap_outputs(e, outs);
   }
 
   Inspection inspect(nb::args args, nb::kwargs kwargs) {
-    Prepared p = prepare(args, kwargs);
+    Prepared p = prepare(args, kwargs.size() ? kwargs.ptr() : nullptr);
     Inspection result;
     run_guarded([&] { result = p.entry->fn->inspect(p.inputs); });
     return result;
@@ -88,6 +255,7 @@ class JitFunction {
       total.calls += s.calls;
       total.compiles += s.compiles;
       total.memory_hits += s.memory_hits;
+      total.kernel_memory_hits += s.kernel_memory_hits;
       total.disk_hits += s.disk_hits;
       total.variants += s.variants;
       total.variant_limit_hits += s.variant_limit_hits;
@@ -101,7 +269,8 @@ class JitFunction {
     nb::dict d;
     d["calls"] = total.calls;
     d["compiles"] = total.compiles;
-    d["memory_hits"] = total.memory_hits;
+    d["memory_hits"] = total.memory_hits;  // calls served by an executable already in memory
+    d["kernel_memory_hits"] = total.kernel_memory_hits;  // kernels a compile found in memory
     d["disk_hits"] = total.disk_hits;
     d["variants"] = total.variants;
     d["variant_limit_hits"] = total.variant_limit_hits;
@@ -141,6 +310,7 @@ class JitFunction {
   // The TraceFn of every Function: calls the Python function with kiln.Tensor proxies.
   std::vector<Tensor> trace(Entry& e, const std::vector<Tensor>& inputs) {
     nb::gil_scoped_acquire gil;
+    tl_pending.clear();
     try {
       nb::list tensors;
       for (const Tensor& t : inputs) tensors.append(nb::cast(t));
@@ -182,15 +352,38 @@ class JitFunction {
     Entry* entry = nullptr;
     std::vector<Array> inputs;
     std::vector<nb::object> keep;
-    uint64_t scalars[8] = {};
-    std::vector<uint64_t> more_scalars;
+    std::vector<ScalarSlot> scalars;
+    size_t in_bytes = 0;
   };
+
+  // Static arguments, or more than kInlineArgs arguments.
+  PyObject* call_general(PyObject* args) {
+    Prepared p = prepare_tuple(nb::borrow<nb::tuple>(args));
+    return run(*p.entry, p.inputs, p.in_bytes);
+  }
+
+  nb::object bind_keywords(PyObject* args, PyObject* kwargs) {
+    nb::object bind = nb::module_::import_("kiln._jit").attr("_bind_arguments");
+    return bind(fn_, nb::handle(args), nb::handle(kwargs));
+  }
+
+  void check_count(size_t n) const {
+    if (static_cast<int>(n) < min_args_ || (max_args_ >= 0 && static_cast<int>(n) > max_args_)) {
+      std::string expected = max_args_ == min_args_ ? std::to_string(min_args_)
+                             : max_args_ < 0         ? "at least " + std::to_string(min_args_)
+                                             : "from " + std::to_string(min_args_) + " to " +
+                                                   std::to_string(max_args_);
+      throw nb::type_error((name_ + "() takes " + expected + " positional argument" +
+                            (expected == "1" ? "" : "s") + " but " + std::to_string(n) +
+                            (n == 1 ? " was" : " were") + " given")
+                               .c_str());
+    }
+  }
 
   // Runs `body` (which calls into kiln) without the GIL; a Python exception raised while tracing
   // on this thread is re-raised as itself.
   template <typename Body>
   void run_guarded(Body&& body) {
-    tl_pending.clear();
     try {
       nb::gil_scoped_release release;
       body();
@@ -207,26 +400,17 @@ class JitFunction {
     }
   }
 
-  Prepared prepare(nb::args& args_in, nb::kwargs& kwargs) {
-    nb::tuple args = args_in;
-    if (kwargs.size() != 0) {  // slow path: bind keywords to positions in Python
-      nb::object bind = nb::module_::import_("kiln._jit").attr("_bind_arguments");
-      args = nb::cast<nb::tuple>(bind(fn_, args_in, kwargs));
-    }
+  Prepared prepare(nb::args& args_in, PyObject* kwargs) {
+    if (kwargs) return prepare_tuple(nb::cast<nb::tuple>(bind_keywords(args_in.ptr(), kwargs)));
+    return prepare_tuple(args_in);
+  }
+
+  Prepared prepare_tuple(nb::tuple args) {
     size_t n = args.size();
-    if (static_cast<int>(n) < min_args_ || (max_args_ >= 0 && static_cast<int>(n) > max_args_)) {
-      std::string expected = max_args_ == min_args_ ? std::to_string(min_args_)
-                             : max_args_ < 0         ? "at least " + std::to_string(min_args_)
-                                             : "from " + std::to_string(min_args_) + " to " +
-                                                   std::to_string(max_args_);
-      throw nb::type_error((name_ + "() takes " + expected + " positional argument" +
-                            (expected == "1" ? "" : "s") + " but " + std::to_string(n) +
-                            (n == 1 ? " was" : " were") + " given")
-                               .c_str());
-    }
+    check_count(n);
     Prepared p;
     p.inputs.reserve(n);
-    if (n > 8) p.more_scalars.resize(n);
+    p.scalars.resize(n);  // no reallocation below: the views point into it
     uint64_t mask = 0;
     std::vector<int> static_pos;
     if (!static_argnums_.empty()) static_pos = static_positions(n);
@@ -236,14 +420,14 @@ class JitFunction {
         ++next_static;
         continue;
       }
-      uint64_t* slot = i < 8 ? &p.scalars[i] : &p.more_scalars[i];
       Array a;
-      ArgKind kind = to_array(args[i].ptr(), a, p.keep, slot, ArgName{&name_, &param_names_, i});
+      ArgKind kind = to_array(args[i].ptr(), a, p.keep, &p.scalars[i].bits, ArgName{&name_, &param_names_, i});
       if (kind == ArgKind::python_scalar) {
         if (i >= 64)
           throw DTypeError(what(i) + ": Python numbers are taken as arguments 0 to 63 only; pass a numpy array");
         mask |= uint64_t{1} << i;
       }
+      p.in_bytes += numpy_nbytes(args[i].ptr());
       p.inputs.push_back(std::move(a));
     }
     p.entry = static_pos.empty() ? find_entry(n, mask) : find_static_entry(args, static_pos, n, mask);
@@ -322,14 +506,14 @@ class JitFunction {
     return raw;
   }
 
-  nb::object wrap_outputs(const Entry& e, const std::vector<Array>& outs) {
-    if (e.single_output && outs.size() == 1) return nb::steal(to_numpy(outs[0]));
+  PyObject* wrap_outputs(const Entry& e, std::span<const Array> outs) {
+    if (e.single_output && outs.size() == 1) return to_numpy(outs[0]);
     PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(outs.size()));
     if (!t) throw nb::python_error();
     nb::object tuple = nb::steal(t);
     for (size_t i = 0; i < outs.size(); ++i)
       PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), to_numpy(outs[i]));
-    return tuple;
+    return tuple.release().ptr();
   }
 
   nb::object fn_;
@@ -356,7 +540,48 @@ int jit_function_clear(PyObject* self) {
   return 0;
 }
 
+// Sets the Python error for the exception in flight (the slot below runs outside nanobind's
+// function wrappers, so it translates what they would).
+void set_error_from_current() {
+  try {
+    throw;
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const nb::builtin_exception& e) {
+    PyObject* type = PyExc_RuntimeError;
+    switch (e.type()) {
+      case nb::exception_type::type_error: type = PyExc_TypeError; break;
+      case nb::exception_type::value_error: type = PyExc_ValueError; break;
+      case nb::exception_type::index_error: type = PyExc_IndexError; break;
+      case nb::exception_type::key_error: type = PyExc_KeyError; break;
+      case nb::exception_type::attribute_error: type = PyExc_AttributeError; break;
+      default: break;
+    }
+    PyErr_SetString(type, e.what());
+  } catch (const Error&) {
+    translate_kiln_error(std::current_exception());
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "kiln: unknown C++ exception");
+  }
+}
+
+// JitFunction.__call__ as the type's tp_call: no nanobind argument parsing, no kwargs dict, no
+// method lookup; kiln.JitFunction (the Python subclass) inherits the slot.
+PyObject* jit_function_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  try {
+    return nb::inst_ptr<JitFunction>(self)->call(args, kwargs);
+  } catch (...) {
+    set_error_from_current();
+    return nullptr;
+  }
+}
+
 PyType_Slot jit_function_slots[] = {
+    {Py_tp_call, reinterpret_cast<void*>(jit_function_call)},
     {Py_tp_traverse, reinterpret_cast<void*>(jit_function_traverse)},
     {Py_tp_clear, reinterpret_cast<void*>(jit_function_clear)},
     {0, nullptr}};
@@ -388,7 +613,6 @@ void init_jit(nb::module_& m) {
            nb::arg("fn"), nb::arg("trace_helper"), nb::arg("dynamic_mode"), nb::arg("dynamic_dims"),
            nb::arg("device"), nb::arg("static_argnums"), nb::arg("cache"), nb::arg("min_args"),
            nb::arg("max_args"), nb::arg("param_names"), nb::arg("name"), nb::arg("max_variants"))
-      .def("__call__", &JitFunction::call)
       .def("inspect", &JitFunction::inspect,
            "Traces and compiles for these arguments (if needed) and returns a kiln.Inspection")
       .def("stats", &JitFunction::stats)

@@ -4,8 +4,8 @@
 #include "common.h"
 
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
-#include <sstream>
 
 namespace kiln::py {
 
@@ -38,31 +38,43 @@ void translate(const std::exception_ptr& p, void*) {
   }
 }
 
-// doctor_report() as a dict: every "key: value" line becomes an entry; the full text is "report".
+// kiln::device_info() as a dict (API.md: CPU features, cache sizes, GPUs); "report" keeps the
+// text of `kiln doctor`.
 nb::dict device_info() {
-  std::string text = doctor_report();
-  nb::dict d;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    auto trim = [](std::string s) {
-      size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t\r");
-      return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-    };
-    std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
-    if (key.empty()) continue;
-    for (char& c : key) c = (c == ' ' || c == '-') ? '_' : static_cast<char>(std::tolower(c));
-    d[key.c_str()] = value;
+  kiln::DeviceInfo info;
+  {
+    nb::gil_scoped_release release;  // probing GPUs may load the CUDA driver
+    info = kiln::device_info();
   }
-  d["report"] = text;
+  nb::dict d;
+  d["cpu_brand"] = info.cpu_brand;
+  d["isa"] = info.isa;
+  d["cpu_features"] = info.cpu_features;
+  d["cpu_features_hardware"] = info.cpu_features_hardware;
+  d["num_cores"] = info.num_cores;
+  d["num_threads"] = info.num_threads;
+  d["l1d_bytes"] = info.l1d_bytes;
+  d["l2_bytes"] = info.l2_bytes;
+  d["l3_bytes"] = info.l3_bytes;
+  nb::list gpus;
+  for (const kiln::GpuInfo& g : info.gpus) {
+    nb::dict gd;
+    gd["name"] = g.name;
+    gd["compute_capability"] = nb::make_tuple(g.compute_major, g.compute_minor);
+    gd["memory_bytes"] = g.memory_bytes;
+    gpus.append(gd);
+  }
+  d["gpus"] = gpus;
+  d["gpu_status"] = info.gpu_status;
+  d["report"] = kiln::doctor_report();
   return d;
 }
 
 }  // namespace
 
 const ErrorTypes& error_types() { return g_errors; }
+
+void translate_kiln_error(const std::exception_ptr& p) { translate(p, nullptr); }
 
 }  // namespace kiln::py
 

@@ -153,3 +153,12 @@ def test_broadcast_error_is_a_shape_error():
     f = kiln.jit(lambda a, b: a + b)
     with pytest.raises(kiln.ShapeError):
         f(np.ones((2, 3), np.float32), np.ones((4,), np.float32))
+
+
+@pytest.mark.parametrize("target", [np.int8, np.int32], ids=dtype_id)
+def test_astype_float_to_int_truncates_and_wraps(target):
+    # kiln's rule (numpy leaves it undefined): truncate toward zero, then wrap like two's complement.
+    x = np.array([65520.0, -65521.5, 300.7, -129.9, 127.9, 3e9, -2.5, 0.99], np.float32)
+    y = kiln.jit(lambda x: x.astype(target))(x)
+    want = np.trunc(x.astype(np.float64)).astype(np.int64).astype(target)
+    np.testing.assert_array_equal(y, want)

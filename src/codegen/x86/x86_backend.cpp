@@ -4,6 +4,8 @@
 // declined float32 matmul is reported (counted as a fallback in stats()).
 #include "codegen/backend.h"
 #include "codegen/x86/gemm.h"
+
+#include <asmjit/core/api-config.h>
 #include "jit/thread_pool.h"
 #include "support/check.h"
 
@@ -283,7 +285,9 @@ class X86Backend : public Backend {
  public:
   std::string name() const override { return "x86"; }
   ArtifactKind artifact_kind() const override { return ArtifactKind::x86_blob; }
-  std::string fingerprint() const override { return "x86 asmjit isa=" + x86::isa_name(); }
+  std::string fingerprint() const override {
+    return "x86 asmjit " + std::to_string(ASMJIT_LIBRARY_VERSION) + " isa=" + x86::isa_name();
+  }
 
   bool can_compile(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
                    Decline* decline) const override {
