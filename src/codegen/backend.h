@@ -16,11 +16,15 @@ namespace kiln {
 struct LeafLayout {
   bool runtime_strides = false;  // strides come from the kernel's strides argument
   int stride_offset = 0;         // where this leaf's strides start in that array
+  // The dtype the buffer holds: the leaf's own, except float16/bfloat16 temps between kernels,
+  // which are kept in float32 (values are rounded only by casts and at the outputs).
+  DType storage = DType::f32;
 };
 
 struct KernelRequest {
   const ir::FusionGroup* group = nullptr;
   std::vector<LeafLayout> layouts;  // one per group leaf
+  DType out_storage = DType::f32;   // the dtype the output buffer holds
   std::string name;                 // readable kernel name
   bool keep_text = false;           // keep IR and assembly (inspect, KILN_DUMP)
 };
@@ -56,6 +60,9 @@ const std::vector<Backend*>& backends();
 
 // A canonical, readable description of a fused group and its leaf layouts: what the cache key
 // hashes (independent of the rest of the graph).
-std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts);
+std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
+                           DType out_storage);
+// The dtype a kernel stores `n` in when it is a temp between kernels (not a graph output).
+DType temp_storage_dtype(DType t);
 
 }  // namespace kiln

@@ -18,18 +18,24 @@ std::string ints(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts) {
+DType temp_storage_dtype(DType t) {
+  return (t == DType::f16 || t == DType::bf16) ? DType::f32 : t;
+}
+
+std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
+                           DType out_storage) {
   std::unordered_map<const ir::Node*, std::string> name;
   std::string s = std::string(ir::group_kind_name(g.kind));
   if (g.kind == ir::GroupKind::row_reduce)
     s += " domain=" + ir::shape_str(g.domain) + " axes=" + ints(g.reduce_axes) +
          (g.root_is_outer ? " outer" : " full");
-  s += ";";
+  s += " out:" + std::string(dtype_name(out_storage)) + ";";
   for (size_t j = 0; j < g.leaves.size(); ++j) {
     const ir::Node& l = *g.leaves[j];
     name[&l] = "L" + std::to_string(j);
     s += " L" + std::to_string(j) + ":" + std::string(dtype_name(l.dtype)) + ir::shape_str(l.shape) +
          (layouts[j].runtime_strides ? "strided" : "dense");
+    if (layouts[j].storage != l.dtype) s += " in " + std::string(dtype_name(layouts[j].storage));
     // Backends may bake constants into code (x86 prepacks constant weights): their content is
     // part of the key.
     if (l.op == ir::Op::Constant) {

@@ -49,8 +49,8 @@ cache::CacheKey kernel_key(const Backend& be, const std::string& group_text) {
 }
 
 KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
-                        const CompileRequest& req, int index, const std::string& graph_text,
-                        CompileReport& report) {
+                        DType out_storage, const CompileRequest& req, int index,
+                        const std::string& graph_text, CompileReport& report) {
   Backend* be = nullptr;
   for (Backend* b : backends()) {
     Backend::Decline d;
@@ -75,12 +75,13 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
   if (!be)
     throw CompileError("no backend in this build can compile a " +
                        std::string(ir::group_kind_name(g.kind)) + " kernel (kiln was built without LLVM)");
-  std::string text = describe_group(g, layouts);
+  std::string text = describe_group(g, layouts, out_storage);
   cache::CacheKey key = kernel_key(*be, text);
   bool want_text = req.keep_text || !global_options().dump_dir.empty();
   KernelRequest kr;
   kr.group = &g;
   kr.layouts = layouts;
+  kr.out_storage = out_storage;
   kr.name = req.function_name + "_" + std::string(ir::group_kind_name(g.kind)) + "_" + std::to_string(index);
   kr.keep_text = want_text;
   auto& mem = cache::MemoryCache::global();
@@ -138,6 +139,14 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
   auto exe = std::make_shared<Executable>();
   exe->graph_text = ir::print(g);
 
+  // Graph outputs are stored in their dtype; float16/bfloat16 temps between kernels in float32.
+  std::unordered_set<const ir::Node*> graph_outputs;
+  for (const auto& o : g.outputs) graph_outputs.insert(o.get());
+  auto storage_of = [&](const ir::Node& n) {
+    if (n.op == ir::Op::Input || n.op == ir::Op::Constant || graph_outputs.count(&n)) return n.dtype;
+    return temp_storage_dtype(n.dtype);
+  };
+
   std::unordered_set<const ir::Node*> materialize;
   ir::FusionPlan plan;
   std::vector<KernelChoice> kernels;
@@ -154,6 +163,7 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
         int offset = 0;
         for (const auto& leaf : grp.leaves) {
           LeafLayout l;
+          l.storage = storage_of(*leaf);
           if (leaf->op == ir::Op::Input && !sig.args[leaf->attrs.arg].contiguous) {
             l.runtime_strides = true;
             l.stride_offset = offset;
@@ -161,7 +171,8 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
           }
           layouts.push_back(l);
         }
-        kernels.push_back(get_kernel(grp, layouts, req, static_cast<int>(gi), exe->graph_text, report));
+        kernels.push_back(get_kernel(grp, layouts, storage_of(*grp.root), req, static_cast<int>(gi),
+                                     exe->graph_text, report));
         layouts_per_group.push_back(std::move(layouts));
       }
       break;
@@ -210,7 +221,7 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
     if (it == slot_of.end()) {
       int t = static_cast<int>(exe->temp_offsets.size());
       exe->temp_offsets.push_back(exe->temp_bytes);
-      int64_t bytes = ir::numel(root->shape) * static_cast<int64_t>(dtype_size(root->dtype));
+      int64_t bytes = ir::numel(root->shape) * static_cast<int64_t>(dtype_size(storage_of(*root)));
       exe->temp_bytes += (bytes + 63) / 64 * 64;
       it = slot_of.emplace(root, BufferSlot{BufferSlot::Kind::temp, t}).first;
     }

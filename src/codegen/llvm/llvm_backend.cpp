@@ -52,7 +52,7 @@ class LlvmBackend : public Backend {
                                           std::vector<uint8_t>* artifact) override {
     auto t0 = std::chrono::steady_clock::now();
     llvm::LLVMContext ctx;
-    std::unique_ptr<llvm::Module> m = llvmjit::lower_group(ctx, *req.group, req.layouts);
+    std::unique_ptr<llvm::Module> m = llvmjit::lower_group(ctx, *req.group, req.layouts, req.out_storage);
     auto tm = llvmjit::make_target_machine();
     m->setDataLayout(tm->createDataLayout());
     m->setTargetTriple(tm->getTargetTriple().str());

@@ -28,8 +28,9 @@ bool is_float_compute(DType t) { return is_floating(t); }
 
 class Emitter {
  public:
-  Emitter(llvm::LLVMContext& ctx, const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts)
-      : ctx_(ctx), b_(ctx), g_(g), layouts_(layouts) {
+  Emitter(llvm::LLVMContext& ctx, const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
+          DType out_storage)
+      : ctx_(ctx), b_(ctx), g_(g), layouts_(layouts), out_storage_(out_storage) {
     mod_ = std::make_unique<llvm::Module>("kiln", ctx);
     // Let a*b+c contract to FMA (more accurate, and half the work of polynomial steps).
     llvm::FastMathFlags fmf;
@@ -231,13 +232,14 @@ class Emitter {
       if (leaf.shape[d].value == 1) continue;  // the only valid index is 0
       off = b_.CreateAdd(off, b_.CreateMul(idx[d], leaf_strides_[j][d]));
     }
-    llvm::Type* st = storage_type(leaf.dtype);
+    DType sd = layouts_[j].storage;
+    llvm::Type* st = storage_type(sd);
     Value* p = b_.CreateGEP(st, leaf_ptr_[j], off);
-    return to_compute(b_.CreateLoad(st, p), leaf.dtype);
+    return to_compute(b_.CreateLoad(st, p), sd);
   }
 
   void store_out(Value* v, Value* offset) {
-    DType t = g_.root->dtype;
+    DType t = out_storage_;
     llvm::Type* st = storage_type(t);
     b_.CreateStore(from_compute(v, t), b_.CreateInBoundsGEP(st, out_ptr_, offset));
   }
@@ -616,7 +618,7 @@ class Emitter {
     const Node* a = mm.inputs[0].get();
     const Node* bm = mm.inputs[1].get();
     DType t = mm.dtype;
-    bool accumulate_in_output = !(t == DType::f16 || t == DType::bf16) && g_.root->dtype == t;
+    bool accumulate_in_output = !(t == DType::f16 || t == DType::bf16) && out_storage_ == t;
     llvm::Type* st = storage_type(t);
     loop(begin_, end_, {}, [&](Value* u, const std::vector<Value*>&) {
       Value* bidx = b_.CreateUDiv(u, b_.getInt64(m));
@@ -704,7 +706,7 @@ class Emitter {
     // Accumulate in the output plane when it holds the conv's own dtype (f16/bf16 accumulate in
     // float32 registers instead): for each tap, the (oh, ow) ranges that read inside the input
     // are computed up front, so the inner ow loop has no bounds checks and vectorizes.
-    bool in_output = !(t == DType::f16 || t == DType::bf16) && g_.root->dtype == t;
+    bool in_output = !(t == DType::f16 || t == DType::bf16) && out_storage_ == t;
     loop(begin_, end_, {}, [&](Value* u, const std::vector<Value*>&) {
       Value* nimg = b_.CreateUDiv(u, b_.getInt64(out[1]));
       Value* oc = b_.CreateURem(u, b_.getInt64(out[1]));
@@ -788,6 +790,7 @@ class Emitter {
   llvm::IRBuilder<> b_;
   const ir::FusionGroup& g_;
   const std::vector<LeafLayout>& layouts_;
+  DType out_storage_;
   std::unique_ptr<llvm::Module> mod_;
   llvm::Function* fn_ = nullptr;
   Value* begin_ = nullptr;
@@ -807,9 +810,9 @@ class Emitter {
 }  // namespace
 
 std::unique_ptr<llvm::Module> lower_group(llvm::LLVMContext& ctx, const ir::FusionGroup& g,
-                                          const std::vector<LeafLayout>& layouts) {
+                                          const std::vector<LeafLayout>& layouts, DType out_storage) {
   KILN_CHECK(layouts.size() == g.leaves.size());
-  Emitter e(ctx, g, layouts);
+  Emitter e(ctx, g, layouts, out_storage);
   return e.run();
 }
 
