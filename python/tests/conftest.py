@@ -51,10 +51,10 @@ def is_narrow(d):
 KNOWN_BACKEND_BUGS = {
     "dynamic-auto": "issue 6 (not done): dynamic='auto' compiles every new batch size (6 sizes -> 6 "
                     "compiles); API.md: a dim seen with a second value becomes symbolic",
-    "narrow-temps": "float16/bfloat16 temporaries stored between kernels are rounded to their dtype "
-                    "(interpreter: exact until a cast or a graph output); hit when one function returns "
-                    "several results that share subexpressions (softmax + log_softmax, conv2d with and "
-                    "without bias): tests/BUGS_FOUND.md, Python section",
+    "narrow-temps": "a float16/bfloat16 value that is itself a graph output and also feeds another "
+                    "kernel is read back rounded to its dtype (the interpreter keeps it exact): e.g. "
+                    "returning conv2d(x, w) and conv2d(x, w, b) together; temps that are not outputs "
+                    "are kept in float32 (tests/BUGS_FOUND.md)",
 }
 
 

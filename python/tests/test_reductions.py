@@ -87,8 +87,6 @@ def test_softmax_and_log_softmax(dtype, axis):
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_softmax_and_log_softmax_together(dtype, axis, request):
     # One function returning both: their shared subexpressions become temporaries between kernels.
-    if is_narrow(dtype):
-        xfail_if_known(request, "narrow-temps")
     rng = rng_for("softmax", dtype, axis)
     x = random_array(rng, (4, 7, 5), dtype, -5, 5)
     y1, y2 = kiln.jit(lambda x: (kiln.softmax(x, axis=axis), kiln.log_softmax(x, axis)))(x)
@@ -99,8 +97,6 @@ def test_softmax_and_log_softmax_together(dtype, axis, request):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("together", [False, True], ids=["separate", "together"])
 def test_layer_norm(dtype, together, request):
-    if together and is_narrow(dtype):
-        xfail_if_known(request, "narrow-temps")
     rng = rng_for("layer_norm", dtype)
     x = random_array(rng, (3, 5, 16), dtype, -3, 3)
     w = random_array(rng, (16,), dtype, 0.5, 1.5)
