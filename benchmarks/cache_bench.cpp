@@ -11,15 +11,15 @@
 //      cold  an empty cache directory per repetition;
 //      warm  one directory filled once by an untimed process, then read by every repetition.
 //    Two clocks: "first call" is the first model(args) in the child (trace + passes + kernel
-//    compile or disk load + run); "spawn to result" is from just before posix_spawn in the parent to
-//    the moment the child holds the checked result (steady_clock is CLOCK_MONOTONIC, shared by both
-//    processes), so it includes exec, loading libkiln/libLLVM and static initialisation. The whole
-//    process wall time (spawn to exit) is printed too. Medians over --reps repetitions.
+//    compile or disk load + run); "spawn to result" is from just before posix_spawn in the parent
+//    to the moment the child holds the checked result (steady_clock is CLOCK_MONOTONIC, shared by
+//    both processes), so it includes exec, loading libkiln/libLLVM and static initialisation. The
+//    whole process wall time (spawn to exit) is printed too. Medians over --reps repetitions.
 // 2. Load time per LLVM kernel on a disk hit, two ways, over --kernels distinct LLVM kernels
 //    (elementwise and reduction functions that differ in a constant) stored by an untimed process:
 //      direct  in a new process: DiskCache::load (open, read, xxh3-128 check, manifest compare) and
-//              the link (llvmjit::load_object into its own JITDylib + symbol lookup), timed per entry;
-//              the first link also starts ORC and is reported apart;
+//              the link (llvmjit::load_object into its own JITDylib + symbol lookup), timed per
+//              entry; the first link also starts ORC and is reported apart;
 //      jit     in a new process, through kiln::Function: first call of function i (its kernel from
 //              disk) minus the first call of an identical second function (its kernel from the
 //              memory cache: same trace, passes, key and run, no disk, no link). The difference is
@@ -62,7 +62,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
 }
 
 double median(std::vector<double> v) {
@@ -74,7 +75,8 @@ double median(std::vector<double> v) {
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(std::min<double>(v.size() - 1, std::floor(p * (v.size() - 1) + 0.5)));
+  size_t i =
+      static_cast<size_t>(std::min<double>(v.size() - 1, std::floor(p * (v.size() - 1) + 0.5)));
   return v[i];
 }
 double mean(const std::vector<double>& v) {
@@ -126,11 +128,11 @@ int child_demo(int64_t batch, Clock::time_point main_start) {
   auto w2 = random_vector(kHidden * kOut, rng, 0.08f);
   auto b2 = random_vector(kOut, rng, 0.1f);
   auto x = random_vector(batch * kIn, rng, 1.0f);
-  kiln::Function model = kiln::jit([](kiln::Tensor x, kiln::Tensor w1, kiln::Tensor b1,
-                                      kiln::Tensor w2, kiln::Tensor b2) {
-    kiln::Tensor h = kiln::gelu(kiln::matmul(x, w1) + b1);
-    return kiln::softmax(kiln::matmul(h, w2) + b2, -1);
-  });
+  kiln::Function model = kiln::jit(
+      [](kiln::Tensor x, kiln::Tensor w1, kiln::Tensor b1, kiln::Tensor w2, kiln::Tensor b2) {
+        kiln::Tensor h = kiln::gelu(kiln::matmul(x, w1) + b1);
+        return kiln::softmax(kiln::matmul(h, w2) + b2, -1);
+      });
   std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {batch, kIn}, kiln::f32),
                                    kiln::Array::view(w1.data(), {kIn, kHidden}, kiln::f32),
                                    kiln::Array::view(b1.data(), {kHidden}, kiln::f32),
@@ -143,20 +145,22 @@ int child_demo(int64_t batch, Clock::time_point main_start) {
   double err = demo_max_error(x, batch, w1, b1, w2, b2, out[0].data<float>());
   kiln::Stats s = model.stats();
   // The same model as a second Function: traced and planned again, every kernel from memory. What
-  // the first call costs beyond this is kernel compile (cold) or disk load + link + x86 codegen (warm).
-  kiln::Function model2 = kiln::jit([](kiln::Tensor x, kiln::Tensor w1, kiln::Tensor b1,
-                                       kiln::Tensor w2, kiln::Tensor b2) {
-    kiln::Tensor h = kiln::gelu(kiln::matmul(x, w1) + b1);
-    return kiln::softmax(kiln::matmul(h, w2) + b2, -1);
-  });
+  // the first call costs beyond this is kernel compile (cold) or disk load + link + x86 codegen
+  // (warm).
+  kiln::Function model2 = kiln::jit(
+      [](kiln::Tensor x, kiln::Tensor w1, kiln::Tensor b1, kiln::Tensor w2, kiln::Tensor b2) {
+        kiln::Tensor h = kiln::gelu(kiln::matmul(x, w1) + b1);
+        return kiln::softmax(kiln::matmul(h, w2) + b2, -1);
+      });
   auto t2 = Clock::now();
   model2(args);
   auto t3 = Clock::now();
-  std::printf("RESULT result_ns %lld first_call_ms %.4f main_to_result_ms %.4f setup_ms %.4f "
-              "memhit_call_ms %.4f disk_hits %lld llvm %lld x86 %lld max_err %.3e\n",
-              (long long)result_ns, ms_between(t0, t1), ms_between(main_start, t1),
-              ms_between(main_start, t0), ms_between(t2, t3), (long long)s.disk_hits,
-              (long long)s.backend_kernels["llvm"], (long long)s.backend_kernels["x86"], err);
+  std::printf(
+      "RESULT result_ns %lld first_call_ms %.4f main_to_result_ms %.4f setup_ms %.4f "
+      "memhit_call_ms %.4f disk_hits %lld llvm %lld x86 %lld max_err %.3e\n",
+      (long long)result_ns, ms_between(t0, t1), ms_between(main_start, t1),
+      ms_between(main_start, t0), ms_between(t2, t3), (long long)s.disk_hits,
+      (long long)s.backend_kernels["llvm"], (long long)s.backend_kernels["x86"], err);
   return err < 1e-5 ? 0 : 3;
 }
 
@@ -192,10 +196,11 @@ int child_kernels(int n) {
   }
   std::vector<double> diff;
   for (size_t i = 0; i < first.size(); ++i) diff.push_back(first[i] - again[i]);
-  std::printf("RESULT n %d disk_hits %lld llvm %lld first_median_ms %.4f memhit_median_ms %.4f "
-              "diff_median_ms %.4f diff_mean_ms %.4f diff_p90_ms %.4f\n",
-              n, (long long)hits, (long long)llvm, median(first), median(again), median(diff),
-              mean(diff), percentile(diff, 0.9));
+  std::printf(
+      "RESULT n %d disk_hits %lld llvm %lld first_median_ms %.4f memhit_median_ms %.4f "
+      "diff_median_ms %.4f diff_mean_ms %.4f diff_p90_ms %.4f\n",
+      n, (long long)hits, (long long)llvm, median(first), median(again), median(diff), mean(diff),
+      percentile(diff, 0.9));
   return 0;
 }
 
@@ -243,14 +248,14 @@ int child_load(const std::string& dir) {
     link_ms.push_back(ms_between(t1, t2));
     total_ms.push_back(ms_between(t0, t2));
   }
-  std::printf("RESULT entries %zu mean_bytes %lld read_median_ms %.4f read_p90_ms %.4f "
-              "link_median_ms %.4f link_p90_ms %.4f total_median_ms %.4f total_mean_ms %.4f "
-              "total_p90_ms %.4f total_max_ms %.4f first_link_ms %.4f\n",
-              keys.size(), (long long)(keys.empty() ? 0 : bytes / (int64_t)keys.size()),
-              median(read_ms), percentile(read_ms, 0.9), median(link_ms), percentile(link_ms, 0.9),
-              median(total_ms), mean(total_ms), percentile(total_ms, 0.9),
-              total_ms.empty() ? NAN : *std::max_element(total_ms.begin(), total_ms.end()),
-              first_link_ms);
+  std::printf(
+      "RESULT entries %zu mean_bytes %lld read_median_ms %.4f read_p90_ms %.4f "
+      "link_median_ms %.4f link_p90_ms %.4f total_median_ms %.4f total_mean_ms %.4f "
+      "total_p90_ms %.4f total_max_ms %.4f first_link_ms %.4f\n",
+      keys.size(), (long long)(keys.empty() ? 0 : bytes / (int64_t)keys.size()), median(read_ms),
+      percentile(read_ms, 0.9), median(link_ms), percentile(link_ms, 0.9), median(total_ms),
+      mean(total_ms), percentile(total_ms, 0.9),
+      total_ms.empty() ? NAN : *std::max_element(total_ms.begin(), total_ms.end()), first_link_ms);
   return 0;
 }
 
@@ -339,8 +344,8 @@ ChildResult run_child(const std::vector<std::string>& args, const std::string& c
 }
 
 struct DemoRuns {
-  std::vector<double> first_call, main_to_result, spawn_to_result, spawn_to_exit, disk_hits, llvm, x86,
-      max_err, setup, memhit;
+  std::vector<double> first_call, main_to_result, spawn_to_result, spawn_to_exit, disk_hits, llvm,
+      x86, max_err, setup, memhit;
   void add(const ChildResult& r) {
     setup.push_back(r.v.at("setup_ms"));
     memhit.push_back(r.v.at("memhit_call_ms"));
@@ -363,9 +368,10 @@ void print_range(const char* what, const std::vector<double>& v) {
 int parent(int reps, int64_t batch, int kernels) {
   TempDir work;
   g_work = work.path();
-  std::printf("cache_bench: %d repetitions, demo batch %lld, %d kernels for the per-kernel load; "
-              "children run with KILN_NUM_THREADS=1\n",
-              reps, (long long)batch, kernels);
+  std::printf(
+      "cache_bench: %d repetitions, demo batch %lld, %d kernels for the per-kernel load; "
+      "children run with KILN_NUM_THREADS=1\n",
+      reps, (long long)batch, kernels);
   std::string b = std::to_string(batch);
   bool ok = true;
 
@@ -392,7 +398,8 @@ int parent(int reps, int64_t batch, int kernels) {
     if (!c.ok) return 1;
     warm.add(c);
   }
-  std::printf("\nDemo MLP+softmax, batch %lld, time to first result in a new process:\n", (long long)batch);
+  std::printf("\nDemo MLP+softmax, batch %lld, time to first result in a new process:\n",
+              (long long)batch);
   std::printf(" cold (empty cache): %g disk hits, %g LLVM + %g x86 kernels, max |err| %.2e\n",
               median(cold.disk_hits), median(cold.llvm), median(cold.x86),
               *std::max_element(cold.max_err.begin(), cold.max_err.end()));
@@ -412,12 +419,13 @@ int parent(int reps, int64_t batch, int kernels) {
   print_range("spawn to result", warm.spawn_to_result);
   print_range("spawn to exit", warm.spawn_to_exit);
   print_range("no-op process, spawn to exit", noop);
-  std::printf(" cold/warm ratio of medians: first call %.1fx, main() to result %.1fx, spawn to result "
-              "%.1fx, spawn to exit %.1fx (goal >= 20x)\n",
-              median(cold.first_call) / median(warm.first_call),
-              median(cold.main_to_result) / median(warm.main_to_result),
-              median(cold.spawn_to_result) / median(warm.spawn_to_result),
-              median(cold.spawn_to_exit) / median(warm.spawn_to_exit));
+  std::printf(
+      " cold/warm ratio of medians: first call %.1fx, main() to result %.1fx, spawn to result "
+      "%.1fx, spawn to exit %.1fx (goal >= 20x)\n",
+      median(cold.first_call) / median(warm.first_call),
+      median(cold.main_to_result) / median(warm.main_to_result),
+      median(cold.spawn_to_result) / median(warm.spawn_to_result),
+      median(cold.spawn_to_exit) / median(warm.spawn_to_exit));
 
   // Per-kernel load time.
   TempDir kdir;
@@ -447,16 +455,19 @@ int parent(int reps, int64_t batch, int kernels) {
     jit_mem.push_back(j.v.at("memhit_median_ms"));
     jit_p90.push_back(j.v.at("diff_p90_ms"));
   }
-  std::printf("\nLoad time per LLVM kernel on a disk hit (%g entries, %g bytes each on average; "
-              "median over %d processes of each process's median):\n",
-              entries, entry_bytes, reps);
-  std::printf("  direct: DiskCache::load %.3f ms + link %.3f ms = %.3f ms per kernel (p90 %.3f ms); "
-              "first link of a process (starts ORC) %.3f ms\n",
-              median(direct_read), median(direct_link), median(direct_total), median(direct_p90),
-              median(direct_first));
-  std::printf("  jit: first call with the kernel from disk %.3f ms - from memory %.3f ms = %.3f ms "
-              "per kernel (p90 %.3f ms); %g/%g disk hits\n",
-              median(jit_first), median(jit_mem), median(jit_diff), median(jit_p90), hits, llvm);
+  std::printf(
+      "\nLoad time per LLVM kernel on a disk hit (%g entries, %g bytes each on average; "
+      "median over %d processes of each process's median):\n",
+      entries, entry_bytes, reps);
+  std::printf(
+      "  direct: DiskCache::load %.3f ms + link %.3f ms = %.3f ms per kernel (p90 %.3f ms); "
+      "first link of a process (starts ORC) %.3f ms\n",
+      median(direct_read), median(direct_link), median(direct_total), median(direct_p90),
+      median(direct_first));
+  std::printf(
+      "  jit: first call with the kernel from disk %.3f ms - from memory %.3f ms = %.3f ms "
+      "per kernel (p90 %.3f ms); %g/%g disk hits\n",
+      median(jit_first), median(jit_mem), median(jit_diff), median(jit_p90), hits, llvm);
   // What a miss costs instead: the same measurement with an empty cache.
   std::vector<double> compile_diff;
   for (int r = 0; r < std::min(reps, 3); ++r) {
@@ -467,9 +478,8 @@ int parent(int reps, int64_t batch, int kernels) {
   }
   std::printf("  for comparison, a miss (compile + store) in an empty cache: %.3f ms per kernel\n",
               median(compile_diff));
-  std::printf("  goal: <= 1 ms per LLVM object: %s\n", median(direct_total) <= 1.0 && median(jit_diff) <= 1.0
-                                                            ? "met"
-                                                            : "NOT met");
+  std::printf("  goal: <= 1 ms per LLVM object: %s\n",
+              median(direct_total) <= 1.0 && median(jit_diff) <= 1.0 ? "met" : "NOT met");
   return ok ? 0 : 1;
 }
 
@@ -491,9 +501,12 @@ int main(int argc, char** argv) {
   int reps = 5, kernels = 100;
   int64_t batch = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--batch") == 0) batch = std::atoll(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--kernels") == 0) kernels = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--reps") == 0)
+      reps = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--batch") == 0)
+      batch = std::atoll(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--kernels") == 0)
+      kernels = std::atoi(argv[i + 1]);
   }
   char buf[4096];
   ssize_t len = readlink("/proc/self/exe", buf, sizeof buf - 1);

@@ -3,9 +3,9 @@
 //   KILN_NUM_THREADS=2 build-bench/benchmarks/compile_bench [--procs N] [--batches 1,32,256]
 //
 // The MLP: x[B,256] @ w1[256,512] + b1 -> gelu (exact) -> @ w2[512,10] + b2 -> softmax(axis -1),
-// with the weights passed as arguments. Every cold measurement runs in a FRESH PROCESS (this program
-// re-executes itself with --child), with KILN_CACHE=off, so no memory cache, no disk cache and no
-// LLVM state survive from an earlier measurement. In each child:
+// with the weights passed as arguments. Every cold measurement runs in a FRESH PROCESS (this
+// program re-executes itself with --child), with KILN_CACHE=off, so no memory cache, no disk cache
+// and no LLVM state survive from an earlier measurement. In each child:
 //   cold         first call of a new kiln::Function (trace + passes + LLVM compile of every kernel,
 //                including starting LLVM ORC once, + one run);
 //   trace        the time spent inside the traced C++ lambda (recording the IR);
@@ -17,9 +17,9 @@
 //   mem-hit      first call of a second kiln::Function at batch B: traced again, every kernel from
 //                the in-memory cache;
 //   steady       median time per call once compiled (5 repetitions of >= 0.2 s each).
-// A disk-cache pass runs two more children with KILN_CACHE=on and a fresh KILN_CACHE_DIR and reports
-// the second one's first call and its disk hits. Results of the first call are checked against a
-// double-precision scalar reference.
+// A disk-cache pass runs two more children with KILN_CACHE=on and a fresh KILN_CACHE_DIR and
+// reports the second one's first call and its disk hits. Results of the first call are checked
+// against a double-precision scalar reference.
 #include <kiln/kiln.h>
 
 #include <fmt/core.h>
@@ -50,7 +50,8 @@ double g_trace_ms = 0;
 // inlining them into their elementwise consumer (see the note printed when the plain MLP fails).
 bool g_mm_outputs = false;
 
-double cpu_ms() {  // CPU time of the whole process (all threads), less sensitive to a loaded machine
+double
+cpu_ms() {  // CPU time of the whole process (all threads), less sensitive to a loaded machine
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
@@ -118,7 +119,8 @@ double check(const Inputs& in) {
       m = std::max(m, s);
     }
     for (int64_t j = 0; j < kOut; ++j) sum += (o[j] = std::exp(o[j] - m));
-    for (int64_t j = 0; j < kOut; ++j) max_err = std::max(max_err, std::fabs(o[j] / sum - y[b * kOut + j]));
+    for (int64_t j = 0; j < kOut; ++j)
+      max_err = std::max(max_err, std::fabs(o[j] / sum - y[b * kOut + j]));
   }
   return max_err;
 }
@@ -131,7 +133,8 @@ void call(const kiln::Function& f, Inputs& in) {
 // One fresh process: prints "RESULT k=v ..." on stdout; kiln's debug log goes to stderr.
 int child(int64_t batch) {
   g_mm_outputs = std::getenv("KILN_BENCH_MM_OUTPUTS") != nullptr;
-  kiln::set_num_threads(kiln::global_options().num_threads > 0 ? kiln::global_options().num_threads : 2);
+  kiln::set_num_threads(kiln::global_options().num_threads > 0 ? kiln::global_options().num_threads
+                                                               : 2);
   Inputs in = make_inputs(batch, 7);
   std::printf("PHASE cold\n");
   std::fflush(stdout);
@@ -181,11 +184,13 @@ int child(int64_t batch) {
   double warmproc = ms_since(t0);
   double err2 = check(in2);
 
-  std::printf("RESULT cold=%.3f cold_cpu=%.3f trace=%.3f steady=%.5f memhit=%.3f memhits=%lld warmproc=%.3f kernels=%lld "
-              "compiles=%lld disk_hits=%lld err=%.3g err2=%.3g\n",
-              cold, cold_cpu, trace, steady, memhit, static_cast<long long>(memhits), warmproc,
-              static_cast<long long>(kernels), static_cast<long long>(st.compiles),
-              static_cast<long long>(st.disk_hits), err, err2);
+  std::printf(
+      "RESULT cold=%.3f cold_cpu=%.3f trace=%.3f steady=%.5f memhit=%.3f memhits=%lld "
+      "warmproc=%.3f kernels=%lld "
+      "compiles=%lld disk_hits=%lld err=%.3g err2=%.3g\n",
+      cold, cold_cpu, trace, steady, memhit, static_cast<long long>(memhits), warmproc,
+      static_cast<long long>(kernels), static_cast<long long>(st.compiles),
+      static_cast<long long>(st.disk_hits), err, err2);
   std::fflush(stdout);
   return 0;
 }
@@ -203,7 +208,8 @@ ChildResult run_child(const std::string& env, int64_t batch) {
   char self[4096] = {};
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) std::strcpy(self, "compile_bench");
-  std::string cmd = env + " KILN_LOG=debug '" + self + "' --child " + std::to_string(batch) + " 2>&1";
+  std::string cmd =
+      env + " KILN_LOG=debug '" + self + "' --child " + std::to_string(batch) + " 2>&1";
   ChildResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -262,7 +268,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> batches = {1, 32, 256};
   for (int i = 1; i + 1 < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--procs") procs = std::max(1, std::atoi(argv[++i]));
+    if (a == "--procs")
+      procs = std::max(1, std::atoi(argv[++i]));
     else if (a == "--batches") {
       batches.clear();
       std::string s = argv[++i];
@@ -279,7 +286,9 @@ int main(int argc, char** argv) {
   kiln::set_num_threads(std::atoi(threads.c_str()));
   fmt::print("{}", kiln::doctor_report());
   fmt::print("threads: {} (KILN_NUM_THREADS in every child)\n", threads);
-  fmt::print("each cold measurement: a fresh process, KILN_CACHE=off; {} processes per batch size\n\n", procs);
+  fmt::print(
+      "each cold measurement: a fresh process, KILN_CACHE=off; {} processes per batch size\n\n",
+      procs);
 
   bool ok = true;
   std::string env = "KILN_CACHE=off KILN_NUM_THREADS=" + threads;
@@ -290,19 +299,27 @@ int main(int argc, char** argv) {
       std::string why;
       for (size_t pos = 0; pos < probe.raw.size();) {
         size_t nl = probe.raw.find('\n', pos);
-        std::string l = probe.raw.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-        if (l.find("debug:") == std::string::npos && l.rfind("PHASE", 0) != 0 && !l.empty()) why += "  " + l + "\n";
+        std::string l =
+            probe.raw.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+        if (l.find("debug:") == std::string::npos && l.rfind("PHASE", 0) != 0 && !l.empty())
+          why += "  " + l + "\n";
         if (nl == std::string::npos) break;
         pos = nl + 1;
       }
       fmt::print("THE DEMO MLP FAILS TO COMPILE in this build:\n{}", why);
-      fmt::print("Measuring a WORKAROUND instead: the same MLP also returning both matmul results (so they are\n"
-                 "stored, not inlined into their elementwise consumer). Times below are for that variant.\n\n");
+      fmt::print(
+          "Measuring a WORKAROUND instead: the same MLP also returning both matmul results (so "
+          "they are\n"
+          "stored, not inlined into their elementwise consumer). Times below are for that "
+          "variant.\n\n");
       env += " KILN_BENCH_MM_OUTPUTS=1";
     }
   }
-  fmt::print("| batch | cold first call ms | same, process CPU ms | trace ms | LLVM compile ms (kernels; 1st kernel incl. ORC start) | other ms | "
-             "cold kernels, warm process ms | memory-cache hit first call ms | steady ms/call | max abs err |\n");
+  fmt::print(
+      "| batch | cold first call ms | same, process CPU ms | trace ms | LLVM compile ms (kernels; "
+      "1st kernel incl. ORC start) | other ms | "
+      "cold kernels, warm process ms | memory-cache hit first call ms | steady ms/call | max abs "
+      "err |\n");
   fmt::print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (int64_t b : batches) {
     std::vector<double> cold, cold_cpu, trace, llvm, first_k, other, warmproc, memhit, steady;
@@ -327,30 +344,35 @@ int main(int argc, char** argv) {
       steady.push_back(v["steady"]);
       err = std::max({err, v["err"], v["err2"]});
       kernels = r.llvm_kernels ? r.llvm_kernels : static_cast<int>(v["kernels"]);
-      if (v["memhits"] < v["kernels"]) fmt::print("note: memory-cache pass had {} hits for {} kernels\n", v["memhits"], v["kernels"]);
+      if (v["memhits"] < v["kernels"])
+        fmt::print("note: memory-cache pass had {} hits for {} kernels\n", v["memhits"],
+                   v["kernels"]);
     }
     if (cold.empty()) continue;
     Stat fk = stat(first_k);
-    fmt::print("| {} | {} | {} | {} | {} ({} kernels; 1st {:.1f}) | {} | {} | {} | {} | {:.2g} {} |\n", b, fmt_stat(stat(cold)),
-               fmt_stat(stat(cold_cpu)),
-               fmt_stat(stat(trace), 2), fmt_stat(stat(llvm)), kernels, fk.med, fmt_stat(stat(other)),
-               fmt_stat(stat(warmproc)), fmt_stat(stat(memhit), 2), fmt_stat(stat(steady), 4), err,
-               err < 1e-4 ? "ok" : "FAIL");
+    fmt::print(
+        "| {} | {} | {} | {} | {} ({} kernels; 1st {:.1f}) | {} | {} | {} | {} | {:.2g} {} |\n", b,
+        fmt_stat(stat(cold)), fmt_stat(stat(cold_cpu)), fmt_stat(stat(trace), 2),
+        fmt_stat(stat(llvm)), kernels, fk.med, fmt_stat(stat(other)), fmt_stat(stat(warmproc)),
+        fmt_stat(stat(memhit), 2), fmt_stat(stat(steady), 4), err, err < 1e-4 ? "ok" : "FAIL");
     if (!(err < 1e-4)) ok = false;
   }
 
   // Disk cache: two fresh processes sharing a fresh cache directory; the second's first call.
   char dir[] = "/tmp/kiln_compile_bench_XXXXXX";
   if (mkdtemp(dir)) {
-    std::string denv = std::string("KILN_CACHE=on KILN_CACHE_DIR=") + dir + " KILN_NUM_THREADS=" + threads;
+    std::string denv =
+        std::string("KILN_CACHE=on KILN_CACHE_DIR=") + dir + " KILN_NUM_THREADS=" + threads;
     int64_t b = batches.empty() ? 32 : batches[batches.size() / 2];
     ChildResult r1 = run_child(denv, b);
     ChildResult r2 = run_child(denv, b);
     if (r1.ok && r2.ok)
-      fmt::print("\ndisk cache (KILN_CACHE=on, fresh dir, batch {}): first process cold {:.1f} ms; second process first "
-                 "call {:.1f} ms with {} disk hits{}\n",
-                 b, r1.v["cold"], r2.v["cold"], r2.v["disk_hits"],
-                 r2.v["disk_hits"] == 0 ? " (the disk cache is not consulted by this build)" : "");
+      fmt::print(
+          "\ndisk cache (KILN_CACHE=on, fresh dir, batch {}): first process cold {:.1f} ms; second "
+          "process first "
+          "call {:.1f} ms with {} disk hits{}\n",
+          b, r1.v["cold"], r2.v["cold"], r2.v["disk_hits"],
+          r2.v["disk_hits"] == 0 ? " (the disk cache is not consulted by this build)" : "");
     std::string rm = std::string("rm -rf '") + dir + "'";
     if (std::system(rm.c_str()) != 0) fmt::print("could not remove {}\n", dir);
   }

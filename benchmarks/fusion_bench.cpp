@@ -132,14 +132,16 @@ struct Data {
   kiln::Array sx, sy;                                    // softmax
   kiln::Array cx, cz, cy, csx, csy;                      // in-cache diagnostics
   // The chain fused (one kernel) and the same five ops as five functions (five kernels).
-  kiln::Function fused = kiln::jit([](Tensor x, Tensor z) { return kiln::tanh(x * kMul + kAdd) * z - x; });
+  kiln::Function fused =
+      kiln::jit([](Tensor x, Tensor z) { return kiln::tanh(x * kMul + kAdd) * z - x; });
   kiln::Function u1 = kiln::jit([](Tensor x) { return x * kMul; });
   kiln::Function u2 = kiln::jit([](Tensor t) { return t + kAdd; });
   kiln::Function u3 = kiln::jit([](Tensor t) { return kiln::tanh(t); });
   kiln::Function u4 = kiln::jit([](Tensor t, Tensor z) { return t * z; });
   kiln::Function u5 = kiln::jit([](Tensor t, Tensor x) { return t - x; });
   kiln::Function softmax = kiln::jit([](Tensor x) { return kiln::softmax(x, -1); });
-  kiln::Function fused_small = kiln::jit([](Tensor x, Tensor z) { return kiln::tanh(x * kMul + kAdd) * z - x; });
+  kiln::Function fused_small =
+      kiln::jit([](Tensor x, Tensor z) { return kiln::tanh(x * kMul + kAdd) * z - x; });
   kiln::Function softmax_small = kiln::jit([](Tensor x) { return kiln::softmax(x, -1); });
   std::unique_ptr<Team> team;
 };
@@ -159,7 +161,8 @@ void run_triad() {
   g->team->run([&](int t, int n) {
     int64_t per = (kChainN + n - 1) / n;
     per = (per + 15) / 16 * 16;
-    int64_t begin = std::min<int64_t>(kChainN, t * per), end = std::min<int64_t>(kChainN, begin + per);
+    int64_t begin = std::min<int64_t>(kChainN, t * per),
+            end = std::min<int64_t>(kChainN, begin + per);
     triad_range(a + begin, b + begin, c + begin, 3.0f, end - begin);
   });
 }
@@ -208,9 +211,9 @@ void run_softmax_small() {
 
 // Bytes each benchmark reads + writes once (writes counted once, no write-allocate), STREAM style.
 constexpr double kTriadBytes = 3.0 * kChainN * 4;
-constexpr double kChainBytes = 3.0 * kChainN * 4;                 // read x, z; write y
+constexpr double kChainBytes = 3.0 * kChainN * 4;                            // read x, z; write y
 constexpr double kUnfusedBytes = (2 + 2 + 2 + 3 + 3) * double(kChainN) * 4;  // every op's traffic
-constexpr double kSoftmaxBytes = 2.0 * kRows * kCols * 4;         // read x; write y
+constexpr double kSoftmaxBytes = 2.0 * kRows * kCols * 4;                    // read x; write y
 constexpr double kSmallChainBytes = 3.0 * kSmallN * 4;
 constexpr double kSmallSoftmaxBytes = 2.0 * kSmallRows * kCols * 4;
 
@@ -226,7 +229,9 @@ void BM_chain_fused(benchmark::State& s) { bench<run_fused>(s, kChainBytes); }
 void BM_chain_unfused(benchmark::State& s) { bench<run_unfused>(s, kUnfusedBytes); }
 void BM_softmax_4096x4096(benchmark::State& s) { bench<run_softmax>(s, kSoftmaxBytes); }
 void BM_chain_fused_incache(benchmark::State& s) { bench<run_fused_small>(s, kSmallChainBytes); }
-void BM_softmax_64x4096_incache(benchmark::State& s) { bench<run_softmax_small>(s, kSmallSoftmaxBytes); }
+void BM_softmax_64x4096_incache(benchmark::State& s) {
+  bench<run_softmax_small>(s, kSmallSoftmaxBytes);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Reporter: prints Google Benchmark's aggregates and keeps every repetition for the summary.
@@ -248,8 +253,8 @@ class Reporter : public benchmark::ConsoleReporter {
         aggregates.push_back(r);
       } else if (!r.error_occurred) {
         g_reps[r.run_name.function_name].push_back(
-            {static_cast<int>(r.repetition_index), r.real_accumulated_time / static_cast<double>(r.iterations),
-             r.iterations});
+            {static_cast<int>(r.repetition_index),
+             r.real_accumulated_time / static_cast<double>(r.iterations), r.iterations});
       }
     }
     if (!aggregates.empty()) ConsoleReporter::ReportRuns(aggregates);
@@ -283,7 +288,8 @@ Summary summarize(const std::string& name) {
   return s;
 }
 
-// Ratio of a to b per repetition index (runs of the same round, close in time), then median/min/max.
+// Ratio of a to b per repetition index (runs of the same round, close in time), then
+// median/min/max.
 std::tuple<double, double, double> paired_ratio(const std::string& num, const std::string& den,
                                                 bool invert) {
   std::map<int, double> d;
@@ -347,7 +353,8 @@ bool check_softmax() {
 // What the generated code looks like: vector width used, scalar float ops, calls.
 void describe_kernels(const char* what, const kiln::Inspection& ins) {
   for (const auto& k : ins.kernels) {
-    int zmm = 0, ymm = 0, xmm_only = 0, scalar_ss = 0, calls = 0, lines = 0, fma = 0, div = 0, movabs = 0;
+    int zmm = 0, ymm = 0, xmm_only = 0, scalar_ss = 0, calls = 0, lines = 0, fma = 0, div = 0,
+        movabs = 0;
     size_t pos = 0;
     const std::string& a = k.asm_text;
     while (pos < a.size()) {
@@ -357,21 +364,29 @@ void describe_kernels(const char* what, const kiln::Inspection& ins) {
       pos = nl + 1;
       if (l.empty() || l[0] != '\t' || l.size() < 2 || l[1] == '.') continue;
       ++lines;
-      if (l.find("zmm") != l.npos) ++zmm;
-      else if (l.find("ymm") != l.npos) ++ymm;
-      else if (l.find("xmm") != l.npos) ++xmm_only;
+      if (l.find("zmm") != l.npos)
+        ++zmm;
+      else if (l.find("ymm") != l.npos)
+        ++ymm;
+      else if (l.find("xmm") != l.npos)
+        ++xmm_only;
       auto mn = l.substr(1, l.find_first_of(" \t", 1) - 1);
-      if (mn.size() > 3 && mn.substr(mn.size() - 2) == "ss" && mn[0] == 'v' && mn != "vmovss") ++scalar_ss;
+      if (mn.size() > 3 && mn.substr(mn.size() - 2) == "ss" && mn[0] == 'v' && mn != "vmovss")
+        ++scalar_ss;
       if (mn == "call" || mn == "callq") ++calls;
-      if (mn.rfind("vfmadd", 0) == 0 || mn.rfind("vfmsub", 0) == 0 || mn.rfind("vfnmadd", 0) == 0) ++fma;
+      if (mn.rfind("vfmadd", 0) == 0 || mn.rfind("vfmsub", 0) == 0 || mn.rfind("vfnmadd", 0) == 0)
+        ++fma;
       if (mn.rfind("vdivp", 0) == 0) ++div;
       if (mn == "movabsq") ++movabs;
     }
     std::string ops;
     for (const auto& o : k.ops) ops += (ops.empty() ? "" : ",") + o;
-    fmt::print("kernel {:<8} {} ({}): {} instrs, {} zmm, {} ymm, {} xmm-only, {} scalar *ss arith, {} fma, {} vdivp, "
-               "{} movabsq, {} calls; ops {}\n",
-               what, k.name, k.backend, lines, zmm, ymm, xmm_only, scalar_ss, fma, div, movabs, calls, ops);
+    fmt::print(
+        "kernel {:<8} {} ({}): {} instrs, {} zmm, {} ymm, {} xmm-only, {} scalar *ss arith, {} "
+        "fma, {} vdivp, "
+        "{} movabsq, {} calls; ops {}\n",
+        what, k.name, k.backend, lines, zmm, ymm, xmm_only, scalar_ss, fma, div, movabs, calls,
+        ops);
   }
 }
 
@@ -389,8 +404,10 @@ std::string read_loadavg() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (const char* t = std::getenv("KILN_NUM_THREADS"); t && std::atoi(t) > 0) g_threads = std::atoi(t);
-  std::string pinned = kiln::bench::pin_process(g_threads);  // before kiln's pool starts its threads
+  if (const char* t = std::getenv("KILN_NUM_THREADS"); t && std::atoi(t) > 0)
+    g_threads = std::atoi(t);
+  std::string pinned =
+      kiln::bench::pin_process(g_threads);  // before kiln's pool starts its threads
   kiln::set_num_threads(g_threads);
   fmt::print("machine: {}\n{}\n", kiln::bench::machine_line(), pinned);
   fmt::print("{}", kiln::doctor_report());
@@ -454,7 +471,10 @@ int main(int argc, char** argv) {
   int cargc = static_cast<int>(cargs.size());
   benchmark::Initialize(&cargc, cargs.data());
   auto reg = [](const char* name, void (*fn)(benchmark::State&)) {
-    benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.2);
+    benchmark::RegisterBenchmark(name, fn)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.2);
   };
   reg("BM_triad", BM_triad);
   reg("BM_chain_fused", BM_chain_fused);
@@ -467,7 +487,8 @@ int main(int argc, char** argv) {
 
   // The outputs now hold the results of the last benchmarked calls: check them once.
   std::fflush(stdout);
-  fmt::print("\n");  // the console reporter leaves a colour-reset escape at the start of the next line
+  fmt::print(
+      "\n");  // the console reporter leaves a colour-reset escape at the start of the next line
   bool ok = check_chain(d.y_fused, "chain fused");
   ok &= check_chain(d.y_unfused, "chain unfused");
   ok &= check_softmax();
@@ -481,32 +502,52 @@ int main(int argc, char** argv) {
   auto [rs, rs_lo, rs_hi] = paired_ratio("BM_softmax_4096x4096", "BM_triad", false);
   auto [ru, ru_lo, ru_hi] = paired_ratio("BM_chain_unfused", "BM_chain_fused", true);
   size_t reps = g_reps["BM_triad"].size();
-  fmt::print("\nsummary: {} threads, {} repetitions each (random interleaving), shortest repetition {:.2f} s, "
-             "load average after: {}\n",
-             g_threads, reps,
-             std::min({tri.min_run_s, fu.min_run_s, un.min_run_s, sm.min_run_s}), read_loadavg());
-  fmt::print("| benchmark | median ms | GB/s median (min..max) | ratio (median of paired reps, min..max) | goal |\n");
+  fmt::print(
+      "\nsummary: {} threads, {} repetitions each (random interleaving), shortest repetition "
+      "{:.2f} s, "
+      "load average after: {}\n",
+      g_threads, reps, std::min({tri.min_run_s, fu.min_run_s, un.min_run_s, sm.min_run_s}),
+      read_loadavg());
+  fmt::print(
+      "| benchmark | median ms | GB/s median (min..max) | ratio (median of paired reps, min..max) "
+      "| goal |\n");
   fmt::print("| --- | --- | --- | --- | --- |\n");
-  fmt::print("| STREAM triad, 3 x 16M f32 | {:.2f} | {:.1f} ({:.1f}..{:.1f}) | 1 | |\n", tri.med_s * 1e3,
-             gbs(kTriadBytes, tri.med_s), gbs(kTriadBytes, tri.max_s), gbs(kTriadBytes, tri.min_s));
-  fmt::print("| fused chain tanh(x*1.5+0.25)*z-x, 16M f32 | {:.2f} | {:.1f} ({:.1f}..{:.1f}) | {:.2f} of triad ({:.2f}..{:.2f}) | >= 0.70 {} |\n",
-             fu.med_s * 1e3, gbs(kChainBytes, fu.med_s), gbs(kChainBytes, fu.max_s), gbs(kChainBytes, fu.min_s),
-             rf, rf_lo, rf_hi, rf >= 0.7 ? "met" : "MISSED");
-  fmt::print("| same chain unfused (5 kernels) | {:.2f} | {:.1f} ({:.1f}..{:.1f}) actual traffic; {:.1f} counting the fused bytes | fused is {:.2f}x faster ({:.2f}..{:.2f}) | |\n",
-             un.med_s * 1e3, gbs(kUnfusedBytes, un.med_s), gbs(kUnfusedBytes, un.max_s), gbs(kUnfusedBytes, un.min_s),
-             gbs(kChainBytes, un.med_s), ru, ru_lo, ru_hi);
-  fmt::print("| row softmax 4096x4096 f32 | {:.2f} | {:.1f} ({:.1f}..{:.1f}) | {:.2f} of triad ({:.2f}..{:.2f}) | >= 0.50 {} |\n",
-             sm.med_s * 1e3, gbs(kSoftmaxBytes, sm.med_s), gbs(kSoftmaxBytes, sm.max_s), gbs(kSoftmaxBytes, sm.min_s),
-             rs, rs_lo, rs_hi, rs >= 0.5 ? "met" : "MISSED");
-  fmt::print("| diagnostic: fused chain in L2 (256K f32) | {:.3f} | {:.1f} ({:.1f}..{:.1f}) | {:.2f}x the DRAM triad | |\n",
-             fc.med_s * 1e3, gbs(kSmallChainBytes, fc.med_s), gbs(kSmallChainBytes, fc.max_s),
-             gbs(kSmallChainBytes, fc.min_s), gbs(kSmallChainBytes, fc.med_s) / gbs(kTriadBytes, tri.med_s));
-  fmt::print("| diagnostic: softmax in L2 (64x4096 f32) | {:.3f} | {:.1f} ({:.1f}..{:.1f}) | {:.2f}x the DRAM triad | |\n",
-             sc.med_s * 1e3, gbs(kSmallSoftmaxBytes, sc.med_s), gbs(kSmallSoftmaxBytes, sc.max_s),
-             gbs(kSmallSoftmaxBytes, sc.min_s), gbs(kSmallSoftmaxBytes, sc.med_s) / gbs(kTriadBytes, tri.med_s));
-  fmt::print("limits.h STREAM triad (f64, pinned, best of 6): {:.1f} GB/s; medians against it: fused chain {:.2f}, "
-             "softmax {:.2f}\n",
-             limits_triad, gbs(kChainBytes, fu.med_s) / limits_triad, gbs(kSoftmaxBytes, sm.med_s) / limits_triad);
+  fmt::print("| STREAM triad, 3 x 16M f32 | {:.2f} | {:.1f} ({:.1f}..{:.1f}) | 1 | |\n",
+             tri.med_s * 1e3, gbs(kTriadBytes, tri.med_s), gbs(kTriadBytes, tri.max_s),
+             gbs(kTriadBytes, tri.min_s));
+  fmt::print(
+      "| fused chain tanh(x*1.5+0.25)*z-x, 16M f32 | {:.2f} | {:.1f} ({:.1f}..{:.1f}) | {:.2f} of "
+      "triad ({:.2f}..{:.2f}) | >= 0.70 {} |\n",
+      fu.med_s * 1e3, gbs(kChainBytes, fu.med_s), gbs(kChainBytes, fu.max_s),
+      gbs(kChainBytes, fu.min_s), rf, rf_lo, rf_hi, rf >= 0.7 ? "met" : "MISSED");
+  fmt::print(
+      "| same chain unfused (5 kernels) | {:.2f} | {:.1f} ({:.1f}..{:.1f}) actual traffic; {:.1f} "
+      "counting the fused bytes | fused is {:.2f}x faster ({:.2f}..{:.2f}) | |\n",
+      un.med_s * 1e3, gbs(kUnfusedBytes, un.med_s), gbs(kUnfusedBytes, un.max_s),
+      gbs(kUnfusedBytes, un.min_s), gbs(kChainBytes, un.med_s), ru, ru_lo, ru_hi);
+  fmt::print(
+      "| row softmax 4096x4096 f32 | {:.2f} | {:.1f} ({:.1f}..{:.1f}) | {:.2f} of triad "
+      "({:.2f}..{:.2f}) | >= 0.50 {} |\n",
+      sm.med_s * 1e3, gbs(kSoftmaxBytes, sm.med_s), gbs(kSoftmaxBytes, sm.max_s),
+      gbs(kSoftmaxBytes, sm.min_s), rs, rs_lo, rs_hi, rs >= 0.5 ? "met" : "MISSED");
+  fmt::print(
+      "| diagnostic: fused chain in L2 (256K f32) | {:.3f} | {:.1f} ({:.1f}..{:.1f}) | {:.2f}x the "
+      "DRAM triad | |\n",
+      fc.med_s * 1e3, gbs(kSmallChainBytes, fc.med_s), gbs(kSmallChainBytes, fc.max_s),
+      gbs(kSmallChainBytes, fc.min_s),
+      gbs(kSmallChainBytes, fc.med_s) / gbs(kTriadBytes, tri.med_s));
+  fmt::print(
+      "| diagnostic: softmax in L2 (64x4096 f32) | {:.3f} | {:.1f} ({:.1f}..{:.1f}) | {:.2f}x the "
+      "DRAM triad | |\n",
+      sc.med_s * 1e3, gbs(kSmallSoftmaxBytes, sc.med_s), gbs(kSmallSoftmaxBytes, sc.max_s),
+      gbs(kSmallSoftmaxBytes, sc.min_s),
+      gbs(kSmallSoftmaxBytes, sc.med_s) / gbs(kTriadBytes, tri.med_s));
+  fmt::print(
+      "limits.h STREAM triad (f64, pinned, best of 6): {:.1f} GB/s; medians against it: fused "
+      "chain {:.2f}, "
+      "softmax {:.2f}\n",
+      limits_triad, gbs(kChainBytes, fu.med_s) / limits_triad,
+      gbs(kSoftmaxBytes, sm.med_s) / limits_triad);
   benchmark::Shutdown();
   return ok ? 0 : 1;
 }

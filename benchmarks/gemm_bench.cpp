@@ -32,14 +32,18 @@ struct Shape {
   bool small;  // compared with LIBXSMM on 1 thread
 };
 
-const std::vector<Shape> kShapes = {
-    {"2048^3", 2048, 2048, 2048, false}, {"512^3", 512, 512, 512, false},   {"128x4096x1024", 128, 4096, 1024, false},
-    {"64^3", 64, 64, 64, true},          {"16^3", 16, 16, 16, true},        {"23x57x91", 23, 57, 91, true},
-    {"1x4096x4096", 1, 4096, 4096, false}};
+const std::vector<Shape> kShapes = {{"2048^3", 2048, 2048, 2048, false},
+                                    {"512^3", 512, 512, 512, false},
+                                    {"128x4096x1024", 128, 4096, 1024, false},
+                                    {"64^3", 64, 64, 64, true},
+                                    {"16^3", 16, 16, 16, true},
+                                    {"23x57x91", 23, 57, 91, true},
+                                    {"1x4096x4096", 1, 4096, 4096, false}};
 
 struct Operands {
   std::vector<float> a, b, c, bias;
-  explicit Operands(const Shape& s) : a(size_t(s.M * s.K)), b(size_t(s.K * s.N)), c(size_t(s.M * s.N)), bias(size_t(s.N)) {
+  explicit Operands(const Shape& s)
+      : a(size_t(s.M * s.K)), b(size_t(s.K * s.N)), c(size_t(s.M * s.N)), bias(size_t(s.N)) {
     uint64_t state = uint64_t(s.M * 7919 + s.N * 31 + s.K);
     auto next = [&] {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -70,7 +74,8 @@ bool check(const char* who, const Shape& s, const Operands& o, const float* c, b
     const double tol = 1e-5 * (1 + mag) + 1.3e-6 * double(s.K) * std::fabs(sum);
     worst = std::max(worst, std::fabs(c[idx] - sum) / tol);
   }
-  if (!(worst <= 1.0)) std::printf("CHECK FAILED: %s on %s: error %.3g x tolerance\n", who, s.name.c_str(), worst);
+  if (!(worst <= 1.0))
+    std::printf("CHECK FAILED: %s on %s: error %.3g x tolerance\n", who, s.name.c_str(), worst);
   return worst <= 1.0;
 }
 
@@ -115,9 +120,10 @@ bool g_all_checks_pass = true;
 
 void add(const std::string& name, std::function<void()> fn) {
   fn();  // warm-up (JIT, packing of constants, page faults)
-  benchmark::RegisterBenchmark(name.c_str(), [fn](benchmark::State& st) {
-    for (auto _ : st) fn();
-  })
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [fn](benchmark::State& st) {
+                                 for (auto _ : st) fn();
+                               })
       ->MinTime(0.2)
       ->Repetitions(5)
       ->ReportAggregatesOnly(true)
@@ -160,8 +166,8 @@ void register_shape(const Shape& s) {
   float* C = o.c.data();
   const int64_t M = s.M, N = s.N, K = s.K;
   auto blas_fn = [=] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), 1.0f, A, int(K), B, int(N), 0.0f, C,
-                int(N));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), 1.0f, A, int(K),
+                B, int(N), 0.0f, C, int(N));
   };
   run_check("openblas", blas_fn);
   add("gemm/" + s.name + "/openblas", blas_fn);
@@ -173,7 +179,8 @@ void register_shape(const Shape& s) {
     const libxsmm_blasint m = libxsmm_blasint(N), n = libxsmm_blasint(M), k = libxsmm_blasint(K);
     const libxsmm_blasint lda = m, ldb = k, ldc = m;
     const float alpha = 1.0f, beta = 0.0f;
-    libxsmm_smmfunction kernel = libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, nullptr, nullptr);
+    libxsmm_smmfunction kernel =
+        libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, nullptr, nullptr);
     if (kernel) {
       auto xsmm_fn = [=] { kernel(B, A, C); };
       run_check("libxsmm", xsmm_fn);
@@ -211,7 +218,8 @@ void register_linear() {
   dnnl::memory::desc md({s.M, s.N}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
   auto mem = std::make_shared<dnnl::memory>(md, engine, o.c.data());
   auto pd = dnnl::eltwise_forward::primitive_desc(
-      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_gelu_erf, md, 0.f, 0.f),
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference,
+                                  dnnl::algorithm::eltwise_gelu_erf, md, 0.f, 0.f),
       engine);
   auto gelu = std::make_shared<dnnl::eltwise_forward>(pd);
   float* A = o.a.data();
@@ -251,13 +259,16 @@ int main(int argc, char** argv) {
   set_omp_threads(kThreads);
   libxsmm_init();
   std::printf("machine: %s\n", kiln::bench::machine_line().c_str());
-  std::printf("threads: %d (%s); LIBXSMM and kiln on small shapes: 1 thread\n", kThreads, pin.c_str());
+  std::printf("threads: %d (%s); LIBXSMM and kiln on small shapes: 1 thread\n", kThreads,
+              pin.c_str());
   std::printf("kiln x86 ISA: %s (KILN_ISA caps it)\n", x86::isa_name().c_str());
   const double peak_n = kiln::bench::fma_peak_gflops(kThreads);
   const double peak_1 = kiln::bench::fma_peak_gflops(1);
   const double stream_n = kiln::bench::stream_triad_gbs(kThreads);
-  std::printf("limits: FMA peak %.0f GFLOP/s on %d threads, %.0f on 1; STREAM triad %.1f GB/s on %d threads\n", peak_n,
-              kThreads, peak_1, stream_n, kThreads);
+  std::printf(
+      "limits: FMA peak %.0f GFLOP/s on %d threads, %.0f on 1; STREAM triad %.1f GB/s on %d "
+      "threads\n",
+      peak_n, kThreads, peak_1, stream_n, kThreads);
 
   const auto codegen_before = x86::stats();
   for (const Shape& s : kShapes) register_shape(s);
@@ -270,8 +281,10 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
 
   // The ratio table (markdown, for benchmarks/RESULTS.md).
-  std::printf("\n| shape (MxNxK) | kiln GFLOP/s | oneDNN | OpenBLAS | LIBXSMM (1t) | kiln / best(oneDNN, OpenBLAS) | "
-              "kiln / OpenBLAS | kiln / LIBXSMM | kiln / FMA peak |\n");
+  std::printf(
+      "\n| shape (MxNxK) | kiln GFLOP/s | oneDNN | OpenBLAS | LIBXSMM (1t) | kiln / best(oneDNN, "
+      "OpenBLAS) | "
+      "kiln / OpenBLAS | kiln / LIBXSMM | kiln / FMA peak |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const Shape& s : kShapes) {
     const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
@@ -281,9 +294,11 @@ int main(int argc, char** argv) {
     };
     const double k = gf("kiln"), d = gf("onednn"), b = gf("openblas"), x = gf("libxsmm");
     const double peak = s.small ? peak_1 : peak_n;
-    std::printf("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.name.c_str(), s.small ? " (kiln 1t)" : "",
-                fmt(k).c_str(), fmt(d).c_str(), fmt(b).c_str(), fmt(x).c_str(), fmt(k / std::max(d, b), "%.2fx").c_str(),
-                fmt(k / b, "%.2fx").c_str(), fmt(x > 0 ? k / x : 0, "%.2fx").c_str(), fmt(k / peak, "%.2f").c_str());
+    std::printf("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.name.c_str(),
+                s.small ? " (kiln 1t)" : "", fmt(k).c_str(), fmt(d).c_str(), fmt(b).c_str(),
+                fmt(x).c_str(), fmt(k / std::max(d, b), "%.2fx").c_str(),
+                fmt(k / b, "%.2fx").c_str(), fmt(x > 0 ? k / x : 0, "%.2fx").c_str(),
+                fmt(k / peak, "%.2f").c_str());
   }
   {
     const Shape& s = kShapes.back();  // 1x4096x4096
@@ -292,29 +307,38 @@ int main(int argc, char** argv) {
       const double t = median("gemm/" + s.name + "/" + impl);
       return t > 0 ? bytes / t * 1e-9 : 0.0;
     };
-    std::printf("\nGEMV %s: kiln %s GB/s, oneDNN %s GB/s, OpenBLAS %s GB/s; kiln / STREAM triad = %s\n", s.name.c_str(),
-                fmt(gbs("kiln")).c_str(), fmt(gbs("onednn")).c_str(), fmt(gbs("openblas")).c_str(),
-                fmt(gbs("kiln") / stream_n, "%.2f").c_str());
+    std::printf(
+        "\nGEMV %s: kiln %s GB/s, oneDNN %s GB/s, OpenBLAS %s GB/s; kiln / STREAM triad = %s\n",
+        s.name.c_str(), fmt(gbs("kiln")).c_str(), fmt(gbs("onednn")).c_str(),
+        fmt(gbs("openblas")).c_str(), fmt(gbs("kiln") / stream_n, "%.2f").c_str());
     const double t16 = median("gemm/16^3/kiln"), t16d = median("gemm/16^3/kiln_gemm_call");
-    std::printf("16^3: plan->run %.0f ns, gemm() with plan lookup %.0f ns\n", t16 * 1e9, t16d * 1e9);
+    std::printf("16^3: plan->run %.0f ns, gemm() with plan lookup %.0f ns\n", t16 * 1e9,
+                t16d * 1e9);
   }
   {
     const Shape& s = kLinear;
     const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
-    const double tk = median("linear/" + s.name + "/kiln_fused"), td = median("linear/" + s.name + "/onednn_separate");
-    std::printf("\nLinear+bias+GELU %ldx%ldx%ld: kiln fused %s GFLOP/s, oneDNN sgemm + separate bias/GELU %s GFLOP/s: "
-                "%s\n",
-                long(s.M), long(s.N), long(s.K), fmt(flops / tk * 1e-9).c_str(), fmt(flops / td * 1e-9).c_str(),
-                fmt(td / tk, "%.2fx").c_str());
+    const double tk = median("linear/" + s.name + "/kiln_fused"),
+                 td = median("linear/" + s.name + "/onednn_separate");
+    std::printf(
+        "\nLinear+bias+GELU %ldx%ldx%ld: kiln fused %s GFLOP/s, oneDNN sgemm + separate bias/GELU "
+        "%s GFLOP/s: "
+        "%s\n",
+        long(s.M), long(s.N), long(s.K), fmt(flops / tk * 1e-9).c_str(),
+        fmt(flops / td * 1e-9).c_str(), fmt(td / tk, "%.2fx").c_str());
   }
   const int64_t kernels = codegen_after.kernels_generated - codegen_before.kernels_generated;
-  std::printf("\ncodegen: %ld kernels for these shapes, %.3f ms total, %.3f ms mean, %.3f ms max (whole process)\n",
-              long(kernels), codegen_after.codegen_ms_total - codegen_before.codegen_ms_total,
-              kernels ? (codegen_after.codegen_ms_total - codegen_before.codegen_ms_total) / double(kernels) : 0.0,
-              codegen_after.codegen_ms_max);
+  std::printf(
+      "\ncodegen: %ld kernels for these shapes, %.3f ms total, %.3f ms mean, %.3f ms max (whole "
+      "process)\n",
+      long(kernels), codegen_after.codegen_ms_total - codegen_before.codegen_ms_total,
+      kernels ? (codegen_after.codegen_ms_total - codegen_before.codegen_ms_total) / double(kernels)
+              : 0.0,
+      codegen_after.codegen_ms_max);
   for (const auto& plan : g_plans)
     for (const auto& k : plan->kernels())
-      std::printf("  %-70s %7.3f ms %6ld bytes\n", k.name.c_str(), k.codegen_ms, long(k.code_bytes));
+      std::printf("  %-70s %7.3f ms %6ld bytes\n", k.name.c_str(), k.codegen_ms,
+                  long(k.code_bytes));
   std::printf("result checks: %s\n", g_all_checks_pass ? "all passed" : "FAILURES (see above)");
   return g_all_checks_pass ? 0 : 1;
 }

@@ -21,9 +21,9 @@ std::vector<float> random_vector(size_t n, std::mt19937& rng, float scale) {
 }
 
 // The same model in plain loops (double accumulation): the reference the demo checks against.
-std::vector<double> reference(const std::vector<float>& x, int64_t batch, const std::vector<float>& w1,
-                              const std::vector<float>& b1, const std::vector<float>& w2,
-                              const std::vector<float>& b2) {
+std::vector<double> reference(const std::vector<float>& x, int64_t batch,
+                              const std::vector<float>& w1, const std::vector<float>& b1,
+                              const std::vector<float>& w2, const std::vector<float>& b2) {
   std::vector<double> out(batch * kOut);
   std::vector<double> h(kHidden);
   for (int64_t r = 0; r < batch; ++r) {
@@ -56,23 +56,22 @@ int main() {
   auto w2 = random_vector(kHidden * kOut, rng, 0.08f);
   auto b2 = random_vector(kOut, rng, 0.1f);
 
-  kiln::Function model = kiln::jit([](kiln::Tensor x, kiln::Tensor w1, kiln::Tensor b1, kiln::Tensor w2,
-                                      kiln::Tensor b2) {
-    kiln::Tensor h = kiln::gelu(kiln::matmul(x, w1) + b1);
-    return kiln::softmax(kiln::matmul(h, w2) + b2, -1);
-  });
+  kiln::Function model = kiln::jit(
+      [](kiln::Tensor x, kiln::Tensor w1, kiln::Tensor b1, kiln::Tensor w2, kiln::Tensor b2) {
+        kiln::Tensor h = kiln::gelu(kiln::matmul(x, w1) + b1);
+        return kiln::softmax(kiln::matmul(h, w2) + b2, -1);
+      });
 
   std::printf("kiln demo: MLP %lld -> %lld (GELU) -> %lld, softmax head\n", (long long)kIn,
               (long long)kHidden, (long long)kOut);
   bool all_ok = true;
   for (int64_t batch : {1, 37, 256}) {
     auto x = random_vector(batch * kIn, rng, 1.0f);
-    std::vector<kiln::Array> args = {
-        kiln::Array::view(x.data(), {batch, kIn}, kiln::f32),
-        kiln::Array::view(w1.data(), {kIn, kHidden}, kiln::f32),
-        kiln::Array::view(b1.data(), {kHidden}, kiln::f32),
-        kiln::Array::view(w2.data(), {kHidden, kOut}, kiln::f32),
-        kiln::Array::view(b2.data(), {kOut}, kiln::f32)};
+    std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {batch, kIn}, kiln::f32),
+                                     kiln::Array::view(w1.data(), {kIn, kHidden}, kiln::f32),
+                                     kiln::Array::view(b1.data(), {kHidden}, kiln::f32),
+                                     kiln::Array::view(w2.data(), {kHidden, kOut}, kiln::f32),
+                                     kiln::Array::view(b2.data(), {kOut}, kiln::f32)};
     auto t0 = std::chrono::steady_clock::now();
     std::vector<kiln::Array> out = model(args);  // first call: trace + compile + run
     auto t1 = std::chrono::steady_clock::now();
@@ -83,16 +82,19 @@ int main() {
       ++reps;
     }
     double per_call_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t2).count() / reps;
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t2).count() /
+        reps;
     auto want = reference(x, batch, w1, b1, w2, b2);
     double max_err = 0;
     const float* got = out[0].data<float>();
-    for (size_t i = 0; i < want.size(); ++i) max_err = std::max(max_err, std::abs(got[i] - want[i]));
+    for (size_t i = 0; i < want.size(); ++i)
+      max_err = std::max(max_err, std::abs(got[i] - want[i]));
     bool ok = max_err < 1e-5;
     all_ok = all_ok && ok;
-    std::printf("batch %4lld: first call %8.2f ms, then %9.2f us/call, max |error| vs reference %.2e %s\n",
-                (long long)batch, std::chrono::duration<double, std::milli>(t1 - t0).count(), per_call_us,
-                max_err, ok ? "ok" : "MISMATCH");
+    std::printf(
+        "batch %4lld: first call %8.2f ms, then %9.2f us/call, max |error| vs reference %.2e %s\n",
+        (long long)batch, std::chrono::duration<double, std::milli>(t1 - t0).count(), per_call_us,
+        max_err, ok ? "ok" : "MISMATCH");
   }
   kiln::Stats s = model.stats();
   std::printf("stats: calls=%lld compiles=%lld variants=%lld memory_hits=%lld disk_hits=%lld\n",

@@ -72,7 +72,8 @@ int64_t check_kernel(int i, const kiln::Array& out) {
     if (out.shape() != std::vector<int64_t>{kRows}) return kRows;
     for (int64_t r = 0; r < kRows; ++r) {
       double want = 0;
-      for (int64_t c = 0; c < kCols; ++c) want += input_value(r * kCols + c) * coef_a(i) + coef_b(i);
+      for (int64_t c = 0; c < kCols; ++c)
+        want += input_value(r * kCols + c) * coef_a(i) + coef_b(i);
       if (got[r] != static_cast<float>(want)) ++wrong;
     }
   }
@@ -99,7 +100,8 @@ TEST_CASE("cache_jit probe", "[.probe]") {
   const int64_t seed = env_int("KILN_PROBE_SEED", 0);
   std::vector<int> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  if (seed != 0) std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(seed)));
+  if (seed != 0)
+    std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(seed)));
 
   std::vector<float> x(kRows * kCols);
   for (int64_t j = 0; j < kRows * kCols; ++j) x[j] = static_cast<float>(input_value(j));
@@ -134,7 +136,8 @@ TEST_CASE("cache_jit probe", "[.probe]") {
     }
   }
   r["elapsed_us"] =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   DiskCache& disk = DiskCache::global();
   r["disk_enabled"] = disk.enabled();
   DiskCacheStats ds = disk.stats();
@@ -225,7 +228,8 @@ ProbeRun start_probe(const ProbeEnv& pe, const std::string& work_dir, const std:
 
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, run.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 1, run.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0600);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   int rc = posix_spawn(&run.pid, exe.c_str(), &fa, nullptr, argv.data(), envp.data());
@@ -242,7 +246,8 @@ std::string slurp(const std::string& path) {
 }
 
 // Waits (at most `timeout`; then SIGKILL) and reads the result.
-ProbeResult finish_probe(const ProbeRun& run, std::chrono::seconds timeout = std::chrono::seconds(180)) {
+ProbeResult finish_probe(const ProbeRun& run,
+                         std::chrono::seconds timeout = std::chrono::seconds(180)) {
   ProbeResult res;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
@@ -305,8 +310,8 @@ void check_clean(const ProbeResult& r, int kernels) {
   CHECK(r["errors"] == 0);
   CHECK(r["wrong"] == 0);
   CHECK(r["disk_enabled"] == 1);
-  CHECK(r.llvm() >= kernels);       // at least one LLVM kernel per function
-  CHECK(r["kernels_x86"] == 0);     // no GEMM here: every kernel is an LLVM object on disk
+  CHECK(r.llvm() >= kernels);          // at least one LLVM kernel per function
+  CHECK(r["kernels_x86"] == 0);        // no GEMM here: every kernel is an LLVM object on disk
   CHECK(r["memory_hits"] == kernels);  // each function's second call
   CHECK(r["dc_store_failures"] == 0);
 }
@@ -326,12 +331,14 @@ std::map<std::string, std::string> real_fields(const std::string& dir) {
   std::vector<std::pair<std::string, std::string>> fields;
   REQUIRE(parse_manifest(*manifest, fields));
   std::map<std::string, std::string> out(fields.begin(), fields.end());
-  for (const char* f : {"kiln", "backend", "device", "options", "group"}) REQUIRE(out.count(f) == 1);
+  for (const char* f : {"kiln", "backend", "device", "options", "group"})
+    REQUIRE(out.count(f) == 1);
   return out;
 }
 
 // Replaces the token after `prefix` (up to the next space) with `value`; "" if prefix is absent.
-std::string replace_token(const std::string& s, const std::string& prefix, const std::string& value) {
+std::string replace_token(const std::string& s, const std::string& prefix,
+                          const std::string& value) {
   size_t at = s.find(prefix);
   if (at == std::string::npos) return {};
   size_t from = at + prefix.size();
@@ -390,8 +397,9 @@ TEST_CASE("JIT kernels round-trip through the disk cache in new processes", "[ca
 
   WARN("JIT round trip, " << kKernels << " functions / " << cold.llvm() << " LLVM kernels: cold "
                           << cold["disk_hits"] << " disk hits in " << cold["elapsed_us"] / 1000
-                          << " ms; warm " << warm["disk_hits"] << " in " << warm["elapsed_us"] / 1000
-                          << " ms; readonly " << ro["disk_hits"] << "; off " << off["disk_hits"]);
+                          << " ms; warm " << warm["disk_hits"] << " in "
+                          << warm["elapsed_us"] / 1000 << " ms; readonly " << ro["disk_hits"]
+                          << "; off " << off["disk_hits"]);
 }
 
 TEST_CASE("changing any key component is a miss, an unchanged key is a hit", "[cache][jit][key]") {
@@ -507,8 +515,8 @@ TEST_CASE("the KILN_ISA cap is part of the key", "[cache][jit][key]") {
   ProbeResult again = run_probe(pe, tmp.path(), "uncapped-again");
   check_clean(again, kKernels);
   CHECK(again["disk_hits"] == n);
-  WARN("ISA cap, " << n << " LLVM kernels: uncapped then KILN_ISA=avx2 " << capped["disk_hits"] << "/"
-                   << n << " disk hits; avx2 again " << capped2["disk_hits"] << "/" << n
+  WARN("ISA cap, " << n << " LLVM kernels: uncapped then KILN_ISA=avx2 " << capped["disk_hits"]
+                   << "/" << n << " disk hits; avx2 again " << capped2["disk_hits"] << "/" << n
                    << "; uncapped again " << again["disk_hits"] << "/" << n);
 }
 
@@ -533,7 +541,8 @@ TEST_CASE("8 processes compile and run the same 100 kernels into one cache, 5 ro
       // key at the same moment), the other half each in an order of its own.
       pe.seed = p < kProcs / 2 ? 1 + round : 1000 + round * kProcs + p;
       pe.go_file = go;
-      runs.push_back(start_probe(pe, tmp.path(), "r" + std::to_string(round) + "p" + std::to_string(p)));
+      runs.push_back(
+          start_probe(pe, tmp.path(), "r" + std::to_string(round) + "p" + std::to_string(p)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let them load; then all start
     write_file(go, {});
@@ -616,7 +625,10 @@ TEST_CASE("a corrupted LLVM object entry is recompiled with the right result and
     REQUIRE(parse_entry(bytes, ev) == ParseStatus::ok);
     REQUIRE(ev.kind == PayloadKind::llvm_object);
     REQUIRE(ev.payload.size() > 4);
-    REQUIRE(std::memcmp(ev.payload.data(), "\x7f" "ELF", 4) == 0);  // a real ELF object
+    REQUIRE(std::memcmp(ev.payload.data(),
+                        "\x7f"
+                        "ELF",
+                        4) == 0);  // a real ELF object
   }
 
   SECTION("a flipped byte in the object (checksum mismatch)") {
@@ -635,10 +647,10 @@ TEST_CASE("a corrupted LLVM object entry is recompiled with the right result and
     ProbeResult after = run_probe(pe, tmp.path(), "after-flip");
     check_clean(after, kKernels);
     CHECK(after["disk_hits"] == n);
-    WARN("flipped byte in 1 of " << n << " entries: next process " << r["disk_hits"] << " disk hits, "
-                                 << r["dc_bad_removed"] << " bad entry removed, " << r["wrong"]
-                                 << " wrong, " << r["errors"] << " errors; then " << after["disk_hits"]
-                                 << "/" << n << " hits");
+    WARN("flipped byte in 1 of " << n << " entries: next process " << r["disk_hits"]
+                                 << " disk hits, " << r["dc_bad_removed"] << " bad entry removed, "
+                                 << r["wrong"] << " wrong, " << r["errors"] << " errors; then "
+                                 << after["disk_hits"] << "/" << n << " hits");
   }
 
   SECTION("a well-formed entry whose object does not link") {
@@ -658,10 +670,8 @@ TEST_CASE("a corrupted LLVM object entry is recompiled with the right result and
     ProbeResult after = run_probe(pe, tmp.path(), "after-garbage");
     check_clean(after, kKernels);
     CHECK(after["disk_hits"] == n);  // the recompiled object replaced the bad one
-    WARN("valid entry with an unlinkable object: next process " << r["disk_hits"] << "/" << n
-                                                                << " disk hits, " << r["wrong"]
-                                                                << " wrong, " << r["errors"]
-                                                                << " errors; then "
-                                                                << after["disk_hits"] << "/" << n);
+    WARN("valid entry with an unlinkable object: next process "
+         << r["disk_hits"] << "/" << n << " disk hits, " << r["wrong"] << " wrong, " << r["errors"]
+         << " errors; then " << after["disk_hits"] << "/" << n);
   }
 }

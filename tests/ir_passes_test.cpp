@@ -123,9 +123,8 @@ TEST_CASE("print: constants, attributes and dtypes", "[ir][passes][print]") {
   NodePtr big = f32_constant(std::vector<float>(64, 0.25f), S({8, 8}));
   NodePtr sl = make_slice(x, {1, 2}, {1, -1}, S({1, 3}));
   NodePtr cat = make_concat({x, sl}, 0);
-  Graph g = graph_of({x}, {make_binary(Op::Add, x, small), big, cat,
-                           make_scalar(1.0, DType::f64), make_scalar(3, DType::i64),
-                           make_scalar(1, DType::boolean)});
+  Graph g = graph_of({x}, {make_binary(Op::Add, x, small), big, cat, make_scalar(1.0, DType::f64),
+                           make_scalar(3, DType::i64), make_scalar(1, DType::boolean)});
   const std::string text = print(g);
   INFO(text);
   CHECK(text.find("constant [0, 0, 0] : i32[3]") != std::string::npos);
@@ -162,9 +161,8 @@ TEST_CASE("simplify: arithmetic identities with scalar constants", "[ir][passes]
   CHECK(simplified_output(make_binary(Op::Mul, x, make_full_like(1.0, x))) == x);
   // Integers: x*1 and x+0.
   NodePtr i = make_input(0, DType::i32, S({5}));
-  Graph gi = simplify(graph_of(
-      {i}, {make_binary(Op::Mul, i, make_scalar(1, DType::i32)),
-            make_binary(Op::Add, make_scalar(0, DType::i32), i)}));
+  Graph gi = simplify(graph_of({i}, {make_binary(Op::Mul, i, make_scalar(1, DType::i32)),
+                                     make_binary(Op::Add, make_scalar(0, DType::i32), i)}));
   CHECK(gi.outputs[0] == i);
   CHECK(gi.outputs[1] == i);
   // Chained identities collapse in one pass (inputs are simplified before their users).
@@ -238,7 +236,8 @@ TEST_CASE("simplify: reshape, expand, cast and slice chains", "[ir][passes][simp
     CHECK(simplify(graph_of({x}, {same})).outputs[0] == x);
 }
 
-TEST_CASE("simplify: cast of cast only when the middle dtype is lossless", "[ir][passes][simplify]") {
+TEST_CASE("simplify: cast of cast only when the middle dtype is lossless",
+          "[ir][passes][simplify]") {
   auto cc = [](DType from, DType mid, DType to) {
     NodePtr x = make_input(0, from, S({3}));
     NodePtr out = make_cast(make_cast(x, mid), to);
@@ -323,8 +322,8 @@ TEST_CASE("constant_fold: gives the interpreter's values", "[ir][passes][fold]")
 TEST_CASE("constant_fold: broadcasts stay lazy and large results are not folded",
           "[ir][passes][fold]") {
   NodePtr x = make_input(0, DType::f32, S({300, 300}));
-  NodePtr full = make_full_like(2.0, x);  // expand(constant 2.0)
-  NodePtr big = make_unary(Op::Exp, full);           // 90000 elements
+  NodePtr full = make_full_like(2.0, x);                            // expand(constant 2.0)
+  NodePtr big = make_unary(Op::Exp, full);                          // 90000 elements
   NodePtr small = make_reduce(Op::ReduceMax, full, {0, 1}, false);  // 1 element, folds
   Graph g = constant_fold(graph_of({x}, {full, big, small}));
   CHECK(g.outputs[0] == full);
@@ -360,8 +359,8 @@ TEST_CASE("cse: duplicated subexpressions become one node", "[ir][passes][cse]")
   CHECK(out.outputs[1] == out.outputs[0]->inputs[0]);
   check_same_semantics(g, out);
   // Equal scalar constants merge too; different ones do not.
-  Graph k = cse(graph_of({}, {make_scalar(2, DType::f32), make_scalar(2, DType::f32),
-                              make_scalar(3, DType::f32)}));
+  Graph k = cse(graph_of(
+      {}, {make_scalar(2, DType::f32), make_scalar(2, DType::f32), make_scalar(3, DType::f32)}));
   CHECK(k.outputs[0] == k.outputs[1]);
   CHECK(k.outputs[0] != k.outputs[2]);
   // Different tags are different nodes.
@@ -446,8 +445,9 @@ TEST_CASE("verify: rejects malformed nodes with CompileError naming them", "[ir]
             .find("condition must be bool") != std::string::npos);
   CHECK(verify_error(xs, make_node(Op::Expand, DType::f32, S({4, 16}), {x})).find("broadcast") !=
         std::string::npos);
-  CHECK(verify_error(xs, make_node(Op::Reshape, DType::f32, S({5, 7}), {x})).find("element count") !=
-        std::string::npos);
+  CHECK(
+      verify_error(xs, make_node(Op::Reshape, DType::f32, S({5, 7}), {x})).find("element count") !=
+      std::string::npos);
   Attrs perm;
   perm.perm = {0, 0};
   CHECK(verify_error(xs, make_node(Op::Permute, DType::f32, S({4, 4}), {x}, perm))
@@ -464,15 +464,16 @@ TEST_CASE("verify: rejects malformed nodes with CompileError naming them", "[ir]
         std::string::npos);
   Attrs ax;
   ax.axes = {1, 0};
-  CHECK(verify_error(xs, make_node(Op::ReduceSum, DType::f32, S({1, 1}), {x}, ax))
-            .find("sorted") != std::string::npos);
+  CHECK(verify_error(xs, make_node(Op::ReduceSum, DType::f32, S({1, 1}), {x}, ax)).find("sorted") !=
+        std::string::npos);
   ax.axes = {2};
   CHECK(verify_error(xs, make_node(Op::ReduceSum, DType::f32, S({4, 1}), {x}, ax)) != "");
   ax.axes = {1};
   CHECK(verify_error(xs, make_node(Op::ReduceMax, DType::f32, S({4}), {x}, ax)).find("keepdims") !=
         std::string::npos);
-  CHECK(verify_error(xs, make_node(Op::MatMul, DType::f32, S({4, 4}), {x, x}))
-            .find("contraction") != std::string::npos);
+  CHECK(
+      verify_error(xs, make_node(Op::MatMul, DType::f32, S({4, 4}), {x, x})).find("contraction") !=
+      std::string::npos);
   NodePtr img = make_input(0, DType::f32, S({1, 3, 8, 8}));
   NodePtr ker = make_input(1, DType::f32, S({4, 2, 3, 3}));
   CHECK(verify_error({img, ker}, make_node(Op::Conv2d, DType::f32, S({1, 4, 6, 6}), {img, ker}))
@@ -532,8 +533,8 @@ TEST_CASE("pipeline: preserves semantics and reaches a fixed point", "[ir][passe
     CHECK(run_pipeline(p).structural_hash() == p.structural_hash());
   }
   SECTION("views and casts") {
-    NodePtr t = make_permute(make_permute(make_reshape(make_reshape(x, S({15})), S({5, 3})), {1, 0}),
-                             {1, 0});
+    NodePtr t = make_permute(
+        make_permute(make_reshape(make_reshape(x, S({15})), S({5, 3})), {1, 0}), {1, 0});
     NodePtr c = make_cast(make_cast(make_cast(t, DType::f64), DType::f32), DType::f16);
     NodePtr e = make_expand(make_expand(make_reshape(y, S({1, 5})), S({3, 5})), S({2, 3, 5}));
     NodePtr m = make_matmul(make_permute(make_reshape(make_cast(n, DType::f32), S({5, 3})), {1, 0}),

@@ -6,8 +6,8 @@
 #include <atomic>
 
 using namespace jt;
-using kiln::Tensor;
 using Catch::Matchers::Contains;
+using kiln::Tensor;
 
 namespace {
 
@@ -35,7 +35,8 @@ void expect_error(const kiln::Function& f, const std::vector<Array>& inputs,
 
 }  // namespace
 
-TEST_CASE("jit errors: add of shapes that do not broadcast is a ShapeError naming both", "[jit][errors]") {
+TEST_CASE("jit errors: add of shapes that do not broadcast is a ShapeError naming both",
+          "[jit][errors]") {
   Rng rng(1);
   std::vector<TestArray> keep;
   kiln::Function f = kiln::jit([](Tensor a, Tensor b) { return a + b; });
@@ -54,13 +55,16 @@ TEST_CASE("jit errors: matmul with mismatched K", "[jit][errors]") {
   expect_error<kiln::ShapeError>(f, {f32_array({5}, rng, keep), f32_array({4}, rng, keep)},
                                  {"matmul"});
   // Batch dims that do not broadcast.
-  expect_error<kiln::ShapeError>(f, {f32_array({2, 4, 5}, rng, keep), f32_array({3, 5, 2}, rng, keep)},
+  expect_error<kiln::ShapeError>(f,
+                                 {f32_array({2, 4, 5}, rng, keep), f32_array({3, 5, 2}, rng, keep)},
                                  {"matmul", "[2]", "[3]"});
   // A 0-d operand.
-  expect_error<kiln::ShapeError>(f, {f32_array({}, rng, keep), f32_array({3}, rng, keep)}, {"matmul"});
+  expect_error<kiln::ShapeError>(f, {f32_array({}, rng, keep), f32_array({3}, rng, keep)},
+                                 {"matmul"});
   // bool operands are a dtype error.
   expect_error<kiln::DTypeError>(
-      f, {f32_array({2, 2}, rng, keep, DType::boolean), f32_array({2, 2}, rng, keep, DType::boolean)},
+      f,
+      {f32_array({2, 2}, rng, keep, DType::boolean), f32_array({2, 2}, rng, keep, DType::boolean)},
       {"matmul", "bool"});
 }
 
@@ -68,48 +72,82 @@ TEST_CASE("jit errors: bad axes", "[jit][errors]") {
   Rng rng(3);
   std::vector<TestArray> keep;
   Array x = f32_array({3, 4}, rng, keep);
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.sum(2); }), {x}, {"axis 2", "2 dims"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.sum(2); }), {x},
+                                 {"axis 2", "2 dims"});
   expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.max(-3); }), {x}, {"-3"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.mean({0, 0}); }), {x}, {"duplicate"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return kiln::softmax(a, 5); }), {x}, {"softmax", "5"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return kiln::layer_norm(a, {}, {}, -3); }), {x},
-                                 {"layer_norm"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return kiln::concatenate({a, a}, 2); }), {x},
-                                 {"concatenate"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.transpose({0, 0}); }), {x}, {"transpose"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.transpose({1, 0, 2}); }), {x}, {"transpose"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) {
+                                   return a.mean({0, 0});
+                                 }),
+                                 {x}, {"duplicate"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return kiln::softmax(a, 5); }), {x},
+                                 {"softmax", "5"});
+  expect_error<kiln::ShapeError>(
+      kiln::jit([](Tensor a) { return kiln::layer_norm(a, {}, {}, -3); }), {x}, {"layer_norm"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) {
+                                   return kiln::concatenate({a, a}, 2);
+                                 }),
+                                 {x}, {"concatenate"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) {
+                                   return a.transpose({0, 0});
+                                 }),
+                                 {x}, {"transpose"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) {
+                                   return a.transpose({1, 0, 2});
+                                 }),
+                                 {x}, {"transpose"});
   // max over an empty axis has no identity.
   Array e = f32_array({3, 0}, rng, keep);
   expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.max(1); }), {e}, {"zero-size"});
 }
 
-TEST_CASE("jit errors: other bad programs (reshape, broadcast_to, concatenate, index, params)", "[jit][errors]") {
+TEST_CASE("jit errors: other bad programs (reshape, broadcast_to, concatenate, index, params)",
+          "[jit][errors]") {
   Rng rng(4);
   std::vector<TestArray> keep;
   Array x = f32_array({3, 4}, rng, keep);
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.reshape({5, 3}); }), {x}, {"reshape", "[3,4]", "[5,3]"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.reshape({-1, -1}); }), {x}, {"reshape"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.reshape({5, -1}); }), {x}, {"reshape"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return kiln::broadcast_to(a, {3, 5}); }), {x},
-                                 {"broadcast_to", "[3,4]", "[3,5]"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return kiln::broadcast_to(a, {4}); }), {x}, {"broadcast_to"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) {
+                                   return a.reshape({5, 3});
+                                 }),
+                                 {x}, {"reshape", "[3,4]", "[5,3]"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) {
+                                   return a.reshape({-1, -1});
+                                 }),
+                                 {x}, {"reshape"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) {
+                                   return a.reshape({5, -1});
+                                 }),
+                                 {x}, {"reshape"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) {
+                                   return kiln::broadcast_to(a, {3, 5});
+                                 }),
+                                 {x}, {"broadcast_to", "[3,4]", "[3,5]"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return kiln::broadcast_to(a, {4}); }),
+                                 {x}, {"broadcast_to"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) {
+                                   return kiln::concatenate({a, a.T()}, 0);
+                                 }),
+                                 {x}, {"concatenate", "[4,3]"});
+  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.index({kiln::Index::at(3)}); }),
+                                 {x}, {"out of bounds"});
   expect_error<kiln::ShapeError>(
-      kiln::jit([](Tensor a) { return kiln::concatenate({a, a.T()}, 0); }), {x}, {"concatenate", "[4,3]"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a) { return a.index({kiln::Index::at(3)}); }), {x},
-                                 {"out of bounds"});
-  expect_error<kiln::ShapeError>(
-      kiln::jit([](Tensor a) { return a.index({kiln::Index::at(0), kiln::Index::at(0), kiln::Index::at(0)}); }),
+      kiln::jit([](Tensor a) {
+        return a.index({kiln::Index::at(0), kiln::Index::at(0), kiln::Index::at(0)});
+      }),
       {x}, {"too many"});
   expect_error<kiln::ShapeError>(
       kiln::jit([](Tensor a) { return a.index({kiln::Index::slice({}, {}, 0)}); }), {x}, {"step"});
   expect_error<kiln::ShapeError>(
-      kiln::jit([](Tensor a) { return a.index({kiln::Index::ellipsis(), kiln::Index::ellipsis()}); }), {x},
-      {"ellipsis"});
+      kiln::jit([](Tensor a) {
+        return a.index({kiln::Index::ellipsis(), kiln::Index::ellipsis()});
+      }),
+      {x}, {"ellipsis"});
   Array w = f32_array({3}, rng, keep);
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a, Tensor ww) { return kiln::layer_norm(a, ww); }), {x, w},
-                                 {"layer_norm", "weight", "[4]", "[3]"});
-  expect_error<kiln::ShapeError>(kiln::jit([](Tensor a, Tensor ww) { return kiln::rms_norm(a, ww); }), {x, w},
-                                 {"rms_norm", "weight"});
+  expect_error<kiln::ShapeError>(
+      kiln::jit([](Tensor a, Tensor ww) { return kiln::layer_norm(a, ww); }), {x, w},
+      {"layer_norm", "weight", "[4]", "[3]"});
+  expect_error<kiln::ShapeError>(
+      kiln::jit([](Tensor a, Tensor ww) { return kiln::rms_norm(a, ww); }), {x, w},
+      {"rms_norm", "weight"});
   expect_error<kiln::ShapeError>(
       kiln::jit([](Tensor a, Tensor b) { return kiln::where(a > 0.0, a, b); }), {x, w}, {"where"});
 }
@@ -119,7 +157,8 @@ TEST_CASE("jit errors: dtype errors", "[jit][errors]") {
   std::vector<TestArray> keep;
   Array b = f32_array({3}, rng, keep, DType::boolean);
   expect_error<kiln::DTypeError>(kiln::jit([](Tensor a) { return -a; }), {b}, {"bool"});
-  expect_error<kiln::DTypeError>(kiln::jit([](Tensor a) { return kiln::relu(a); }), {b}, {"relu", "bool"});
+  expect_error<kiln::DTypeError>(kiln::jit([](Tensor a) { return kiln::relu(a); }), {b},
+                                 {"relu", "bool"});
   expect_error<kiln::DTypeError>(kiln::jit([](Tensor a) { return a - a; }), {b}, {"sub", "bool"});
   CHECK_THROWS_AS(kiln::dtype_from_name("float13"), kiln::DTypeError);
 }
@@ -146,10 +185,11 @@ TEST_CASE("jit errors: conv2d channel mismatch and bad parameters", "[jit][error
   kiln::Conv2dParams np;
   np.padding[1] = -1;
   expect_error<kiln::ShapeError>(conv(np), {x, w3}, {"conv2d"});
-  expect_error<kiln::ShapeError>(conv({}), {f32_array({3, 8, 8}, rng, keep), w3}, {"conv2d", "[3,8,8]"});
+  expect_error<kiln::ShapeError>(conv({}), {f32_array({3, 8, 8}, rng, keep), w3},
+                                 {"conv2d", "[3,8,8]"});
   expect_error<kiln::ShapeError>(
-      kiln::jit([](Tensor a, Tensor ww, Tensor bb) { return kiln::conv2d(a, ww, bb); }), {x, w3, bias},
-      {"conv2d", "bias", "[5]"});
+      kiln::jit([](Tensor a, Tensor ww, Tensor bb) { return kiln::conv2d(a, ww, bb); }),
+      {x, w3, bias}, {"conv2d", "bias", "[5]"});
 }
 
 TEST_CASE("jit errors: wrong number of arguments is a kiln::Error", "[jit][errors]") {
@@ -169,11 +209,13 @@ TEST_CASE("jit errors: wrong number of arguments is a kiln::Error", "[jit][error
                           {.label = "after arity errors", .function = &f});
 }
 
-TEST_CASE("jit errors: a traced function that returns nothing or an undefined Tensor", "[jit][errors]") {
+TEST_CASE("jit errors: a traced function that returns nothing or an undefined Tensor",
+          "[jit][errors]") {
   Rng rng(8);
   std::vector<TestArray> keep;
   Array x = f32_array({4}, rng, keep);
-  expect_error<kiln::Error>(kiln::jit([](Tensor) { return std::vector<Tensor>{}; }), {x}, {"no tensors"});
+  expect_error<kiln::Error>(kiln::jit([](Tensor) { return std::vector<Tensor>{}; }), {x},
+                            {"no tensors"});
   expect_error<kiln::Error>(kiln::jit([](Tensor) { return Tensor(); }), {x}, {"undefined"});
   expect_error<kiln::Error>(kiln::jit([](Tensor a) { return a + Tensor(); }), {x}, {"undefined"});
 }
@@ -191,20 +233,23 @@ TEST_CASE("jit errors: f.call with wrong output arrays", "[jit][errors]") {
     f.call(in, bad_shape);
     FAIL("no ShapeError for a wrong output shape");
   } catch (const kiln::ShapeError& e) {
-    CHECK_THAT(std::string(e.what()), Contains("[3,5]") && Contains("[5,3]") && Contains("output 0"));
+    CHECK_THAT(std::string(e.what()),
+               Contains("[3,5]") && Contains("[5,3]") && Contains("output 0"));
   }
   std::vector<Array> bad_dtype = {Array::empty({3, 5}, DType::f32), Array::empty({}, DType::f64)};
   try {
     f.call(in, bad_dtype);
     FAIL("no DTypeError for a wrong output dtype");
   } catch (const kiln::DTypeError& e) {
-    CHECK_THAT(std::string(e.what()), Contains("output 1") && Contains("float32") && Contains("float64"));
+    CHECK_THAT(std::string(e.what()),
+               Contains("output 1") && Contains("float32") && Contains("float64"));
   }
   std::vector<Array> too_few = {Array::empty({3, 5}, DType::f32)};
   CHECK_THROWS_AS(f.call(in, too_few), kiln::Error);
   // A strided output is rejected (outputs must be contiguous).
   std::vector<float> buf(3 * 10 + 8);
-  std::vector<Array> strided = {Array::view(buf.data(), {3, 5}, DType::f32, {10, 2}), Array::empty({}, DType::f32)};
+  std::vector<Array> strided = {Array::view(buf.data(), {3, 5}, DType::f32, {10, 2}),
+                                Array::empty({}, DType::f32)};
   CHECK_THROWS_AS(f.call(in, strided), kiln::ShapeError);
   // Bad Array::view arguments.
   CHECK_THROWS_AS(Array::view(buf.data(), {3, -1}, DType::f32), kiln::ShapeError);
@@ -249,7 +294,8 @@ TEST_CASE("jit errors: the function stays usable after an error, and trace error
   CHECK(f.stats().variants == 1);
 }
 
-TEST_CASE("jit errors: an exception thrown by user code while tracing propagates unchanged", "[jit][errors]") {
+TEST_CASE("jit errors: an exception thrown by user code while tracing propagates unchanged",
+          "[jit][errors]") {
   Rng rng(11);
   std::vector<TestArray> keep;
   struct Boom : std::runtime_error {

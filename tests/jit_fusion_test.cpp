@@ -30,7 +30,8 @@ void expect_kernels(F fn, const std::vector<TestArray>& ins, size_t n, const std
 
 }  // namespace
 
-TEST_CASE("jit fusion: softmax, log_softmax, layer_norm, rms_norm are one kernel each", "[jit][fusion]") {
+TEST_CASE("jit fusion: softmax, log_softmax, layer_norm, rms_norm are one kernel each",
+          "[jit][fusion]") {
   Rng rng(1);
   for (auto shape : std::vector<std::vector<int64_t>>{{64, 130}, {7, 33}, {1, 1}, {3, 5, 17}}) {
     TestArray x = make_array(rng, shape, DType::f32, Layout::contiguous, Values::wide);
@@ -40,8 +41,8 @@ TEST_CASE("jit fusion: softmax, log_softmax, layer_norm, rms_norm are one kernel
     expect_kernels([](Tensor a) { return kiln::softmax(a); }, {x}, 1, "softmax " + s, 12);
     expect_kernels([](Tensor a) { return kiln::log_softmax(a); }, {x}, 1, "log_softmax " + s, 12);
     expect_kernels([](Tensor a) { return kiln::layer_norm(a); }, {x}, 1, "layer_norm " + s, 12);
-    expect_kernels([](Tensor a, Tensor ww, Tensor bb) { return kiln::layer_norm(a, ww, bb); }, {x, w, b}, 1,
-                   "layer_norm with weight and bias " + s, 12);
+    expect_kernels([](Tensor a, Tensor ww, Tensor bb) { return kiln::layer_norm(a, ww, bb); },
+                   {x, w, b}, 1, "layer_norm with weight and bias " + s, 12);
     expect_kernels([](Tensor a) { return kiln::rms_norm(a); }, {x}, 1, "rms_norm " + s, 12);
     expect_kernels([](Tensor a, Tensor ww) { return kiln::rms_norm(a, ww); }, {x, w}, 1,
                    "rms_norm with weight " + s, 12);
@@ -59,17 +60,20 @@ TEST_CASE("jit fusion: a 5-op elementwise chain is one kernel", "[jit][fusion]")
     TestArray x = make_array(rng, {130, 33}, DType::f32, lay);
     TestArray y = make_array(rng, {130, 33}, DType::f32);
     TestArray b = make_array(rng, {33}, DType::f32);
-    expect_kernels([](Tensor a, Tensor c, Tensor bb) { return kiln::tanh((a * c + bb) * 0.5 - 1.0); }, {x, y, b}, 1,
-                   std::string("5-op chain ") + layout_name(lay));
     expect_kernels(
-        [](Tensor a, Tensor c) { return kiln::sigmoid(kiln::exp(a) * c - kiln::relu(a)) / (kiln::abs(c) + 1.0); },
+        [](Tensor a, Tensor c, Tensor bb) { return kiln::tanh((a * c + bb) * 0.5 - 1.0); },
+        {x, y, b}, 1, std::string("5-op chain ") + layout_name(lay));
+    expect_kernels(
+        [](Tensor a, Tensor c) {
+          return kiln::sigmoid(kiln::exp(a) * c - kiln::relu(a)) / (kiln::abs(c) + 1.0);
+        },
         {x, y}, 1, std::string("7-op chain ") + layout_name(lay));
   }
   // Broadcasts and views inside the chain stay in one kernel.
   TestArray x = make_array(rng, {17, 9}, DType::f32);
   TestArray col = make_array(rng, {17, 1}, DType::f32);
-  expect_kernels([](Tensor a, Tensor c) { return kiln::maximum(a.T() * 2.0, 0.0 - c.T()) + 1.0; }, {x, col}, 1,
-                 "chain with transposes and a broadcast");
+  expect_kernels([](Tensor a, Tensor c) { return kiln::maximum(a.T() * 2.0, 0.0 - c.T()) + 1.0; },
+                 {x, col}, 1, "chain with transposes and a broadcast");
 }
 
 TEST_CASE("jit fusion: reductions broadcast back into elementwise work", "[jit][fusion]") {
@@ -77,29 +81,32 @@ TEST_CASE("jit fusion: reductions broadcast back into elementwise work", "[jit][
   TestArray x = make_array(rng, {33, 17}, DType::f32, Layout::negative);
   TestArray y = make_array(rng, {33, 17}, DType::f32);
   check_against_reference(
-      [](Tensor a, Tensor b) { return a.sum(1).index({Index::slice(), Index::new_axis()}) + b; }, {x, y},
-      {.tol_scale = 17, .label = "x.sum(1)[:, None] + y"});
+      [](Tensor a, Tensor b) {
+        return a.sum(1).index({Index::slice(), Index::new_axis()}) + b;
+      },
+      {x, y}, {.tol_scale = 17, .label = "x.sum(1)[:, None] + y"});
   check_against_reference(
-      [](Tensor a, Tensor b) { return a.sum(0).index({Index::new_axis(), Index::slice()}) * b; }, {x, y},
-      {.tol_scale = 33, .label = "x.sum(0)[None, :] * y"});
-  check_against_reference(
-      [](Tensor a, Tensor b) { return a - a.max(1, true) + b.mean(1, true); }, {x, y},
-      {.tol_scale = 17, .label = "two row reductions of different inputs"});
+      [](Tensor a, Tensor b) {
+        return a.sum(0).index({Index::new_axis(), Index::slice()}) * b;
+      },
+      {x, y}, {.tol_scale = 33, .label = "x.sum(0)[None, :] * y"});
+  check_against_reference([](Tensor a, Tensor b) { return a - a.max(1, true) + b.mean(1, true); },
+                          {x, y},
+                          {.tol_scale = 17, .label = "two row reductions of different inputs"});
   check_against_reference(
       [](Tensor a, Tensor b) {
         Tensor s = (a * b).sum(1, true);
         return std::vector<Tensor>{s, a / (s * s + 1.0), (a / (s * s + 1.0)).sum(1)};
       },
       {x, y}, {.tol_scale = 17 * 4, .label = "reduction reused before and after"});
-  check_against_reference(
-      [](Tensor a, Tensor b) { return a.sum(0, true) + b.sum(1, true); }, {x, y},
-      {.tol_scale = 33, .label = "column sum + row sum (outer broadcast)"});
+  check_against_reference([](Tensor a, Tensor b) { return a.sum(0, true) + b.sum(1, true); },
+                          {x, y},
+                          {.tol_scale = 33, .label = "column sum + row sum (outer broadcast)"});
   check_against_reference(
       [](Tensor a, Tensor b) { return kiln::softmax(a, 0) + kiln::softmax(b, 1); }, {x, y},
       {.tol_scale = 8, .label = "softmax over different axes added"});
-  check_against_reference(
-      [](Tensor a, Tensor b) { return (a.sum(1) + b.max(1)).sum(); }, {x, y},
-      {.tol_scale = 33 * 17, .label = "reduction of reductions"});
+  check_against_reference([](Tensor a, Tensor b) { return (a.sum(1) + b.max(1)).sum(); }, {x, y},
+                          {.tol_scale = 33 * 17, .label = "reduction of reductions"});
   check_against_reference(
       [](Tensor a, Tensor b) {
         Tensor h = kiln::layer_norm(a + b);
@@ -107,23 +114,27 @@ TEST_CASE("jit fusion: reductions broadcast back into elementwise work", "[jit][
       },
       {x, y}, {.tol_scale = 8, .label = "residual layer_norm + gelu"});
   check_against_reference(
-      [](Tensor a) { return a.sum(0).index({Index::slice(), Index::new_axis()}).T().T() + a.sum(1); }, {x},
-      {.tol_scale = 33, .label = "reduced vector transposed and broadcast"});
-  check_against_reference(
-      [](Tensor a) { return kiln::softmax(a.T()).T() * a.max(); }, {x},
-      {.tol_scale = 8, .label = "softmax of a transpose, times a global max"});
+      [](Tensor a) {
+        return a.sum(0).index({Index::slice(), Index::new_axis()}).T().T() + a.sum(1);
+      },
+      {x}, {.tol_scale = 33, .label = "reduced vector transposed and broadcast"});
+  check_against_reference([](Tensor a) { return kiln::softmax(a.T()).T() * a.max(); }, {x},
+                          {.tol_scale = 8, .label = "softmax of a transpose, times a global max"});
   // A 3-d tensor reduced over its middle axis and broadcast back.
   TestArray z = make_array(rng, {5, 7, 9}, DType::f32, Layout::transposed);
   check_against_reference(
-      [](Tensor a) { return a - a.mean(1, true) * kiln::sqrt(kiln::square(a).sum({0, 2}, true) + 1.0); }, {z},
-      {.tol_scale = 45, .label = "middle-axis reductions broadcast back"});
+      [](Tensor a) {
+        return a - a.mean(1, true) * kiln::sqrt(kiln::square(a).sum({0, 2}, true) + 1.0);
+      },
+      {z}, {.tol_scale = 45, .label = "middle-axis reductions broadcast back"});
 }
 
 TEST_CASE("jit fusion: the inspection lists each kernel's ops and backend", "[jit][fusion]") {
   Rng rng(4);
   TestArray x = make_array(rng, {16, 32}, DType::f32);
   TestArray w = make_array(rng, {32, 8}, DType::f32);
-  kiln::Function f = kiln::jit([](Tensor a, Tensor ww) { return kiln::softmax(kiln::matmul(a, ww)); });
+  kiln::Function f =
+      kiln::jit([](Tensor a, Tensor ww) { return kiln::softmax(kiln::matmul(a, ww)); });
   kiln::Inspection ins = f.inspect({x.array, w.array});
   INFO(kernels_str(ins));
   CHECK(!ins.graph.empty());

@@ -48,7 +48,9 @@ double red_count(const std::vector<int64_t>& shape, const std::vector<int>& axes
   double k = 1;
   if (axes.empty())
     for (int64_t d : shape) k *= static_cast<double>(d);
-  for (int a : axes) k *= static_cast<double>(shape[static_cast<size_t>(a < 0 ? a + static_cast<int>(shape.size()) : a)]);
+  for (int a : axes)
+    k *= static_cast<double>(
+        shape[static_cast<size_t>(a < 0 ? a + static_cast<int>(shape.size()) : a)]);
   return std::max(k, 1.0);
 }
 
@@ -108,12 +110,13 @@ TEST_CASE("jit ops: exp and gelu over sizes 0, 1, odd and large, every layout", 
   for (int64_t n : {0, 1, 3, 7, 17, 33, 130, 1031, 70001}) {
     for (Layout lay : {Layout::contiguous, Layout::strided, Layout::negative}) {
       Rng rng(++seed);
-      check_against_reference([](Tensor x) { return kiln::exp(x); },
-                              {make_array(rng, {n}, DType::f32, lay)},
-                              {.label = "exp n=" + std::to_string(n) + " seed " + std::to_string(seed)});
+      check_against_reference(
+          [](Tensor x) { return kiln::exp(x); }, {make_array(rng, {n}, DType::f32, lay)},
+          {.label = "exp n=" + std::to_string(n) + " seed " + std::to_string(seed)});
     }
   }
-  for (auto shape : std::vector<std::vector<int64_t>>{{130, 33}, {3, 0, 5}, {1, 1, 1}, {17, 1, 7}, {2, 3, 5, 7}}) {
+  for (auto shape : std::vector<std::vector<int64_t>>{
+           {130, 33}, {3, 0, 5}, {1, 1, 1}, {17, 1, 7}, {2, 3, 5, 7}}) {
     for (Layout lay : all_layouts()) {
       Rng rng(++seed);
       check_against_reference([](Tensor x) { return kiln::gelu(x); },
@@ -124,8 +127,10 @@ TEST_CASE("jit ops: exp and gelu over sizes 0, 1, odd and large, every layout", 
 }
 
 TEST_CASE("jit ops: unary ops on special values (nan, inf, -0, large)", "[jit][ops]") {
-  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  std::vector<double> vals = {nan, inf, -inf, 0.0, -0.0, 1e-30, -1e-30, 80.0, -80.0, 100.0, -100.0, 1e30};
+  const double nan = std::numeric_limits<double>::quiet_NaN(),
+               inf = std::numeric_limits<double>::infinity();
+  std::vector<double> vals = {nan,    inf,  -inf,  0.0,   -0.0,   1e-30,
+                              -1e-30, 80.0, -80.0, 100.0, -100.0, 1e30};
   int64_t n = static_cast<int64_t>(vals.size());
   for (const UnaryCase& c : unary_cases()) {
     for (DType t : {DType::f32, DType::f64}) {
@@ -154,9 +159,12 @@ static const std::vector<BinaryCase>& binary_cases() {
       {"sub", [](Tensor a, Tensor b) { return a - b; }, Values::normal, Values::normal, false},
       {"mul", [](Tensor a, Tensor b) { return a * b; }, Values::normal, Values::normal, true},
       {"div", [](Tensor a, Tensor b) { return a / b; }, Values::normal, Values::positive, false},
-      {"pow", [](Tensor a, Tensor b) { return kiln::pow(a, b); }, Values::positive, Values::normal, true},
-      {"maximum", [](Tensor a, Tensor b) { return kiln::maximum(a, b); }, Values::normal, Values::normal, true},
-      {"minimum", [](Tensor a, Tensor b) { return kiln::minimum(a, b); }, Values::normal, Values::normal, true},
+      {"pow", [](Tensor a, Tensor b) { return kiln::pow(a, b); }, Values::positive, Values::normal,
+       true},
+      {"maximum", [](Tensor a, Tensor b) { return kiln::maximum(a, b); }, Values::normal,
+       Values::normal, true},
+      {"minimum", [](Tensor a, Tensor b) { return kiln::minimum(a, b); }, Values::normal,
+       Values::normal, true},
       {"lt", [](Tensor a, Tensor b) { return a < b; }, Values::normal, Values::normal, true},
       {"le", [](Tensor a, Tensor b) { return a <= b; }, Values::normal, Values::normal, true},
       {"gt", [](Tensor a, Tensor b) { return a > b; }, Values::normal, Values::normal, true},
@@ -202,7 +210,7 @@ TEST_CASE("jit ops: comparisons with many equal elements", "[jit][ops]") {
     auto a = make_array_from({5, 7}, t, va), b = make_array_from({5, 7}, t, vb);
     check_against_reference(
         [](Tensor x, Tensor y) {
-          return std::vector<Tensor>{x == y, x != y, x <= y, x >= y, x < y, x > y};
+          return std::vector<Tensor>{x == y, x != y, x <= y, x >= y, x<y, x> y};
         },
         {a, b}, {.label = "comparisons with ties " + dt(t)});
   }
@@ -215,9 +223,10 @@ TEST_CASE("jit ops: binary ops with C++ scalars keep the tensor dtype", "[jit][o
     TestArray a = make_array(rng, {7, 17}, t, Layout::strided, Values::positive);
     check_against_reference(
         [](Tensor x) {
-          return std::vector<Tensor>{x + 1.0, 2.0 * x, x - 3.0, 3.0 - x, x * 0.5, x / 4.0, 1.0 / x,
-                                     x > 2.0, x <= 1.0, kiln::pow(x, 3.0), kiln::pow(x, 0.5),
-                                     kiln::pow(x, 2.0), x + 1.5};
+          return std::vector<Tensor>{
+              x + 1.0,           2.0 * x,           x - 3.0, 3.0 - x,  x * 0.5,
+              x / 4.0,           1.0 / x,           x > 2.0, x <= 1.0, kiln::pow(x, 3.0),
+              kiln::pow(x, 0.5), kiln::pow(x, 2.0), x + 1.5};
         },
         {a}, {.label = "scalars " + dt(t)});
   }
@@ -225,10 +234,9 @@ TEST_CASE("jit ops: binary ops with C++ scalars keep the tensor dtype", "[jit][o
 
 TEST_CASE("jit ops: mixed-dtype promotion", "[jit][ops]") {
   const std::vector<std::pair<DType, DType>> pairs = {
-      {DType::f32, DType::i32}, {DType::f16, DType::bf16}, {DType::i8, DType::f16},
-      {DType::boolean, DType::i32},
-      {DType::f32, DType::f64}, {DType::i8, DType::i64},   {DType::bf16, DType::f32},
-      {DType::i64, DType::f32}};
+      {DType::f32, DType::i32},     {DType::f16, DType::bf16}, {DType::i8, DType::f16},
+      {DType::boolean, DType::i32}, {DType::f32, DType::f64},  {DType::i8, DType::i64},
+      {DType::bf16, DType::f32},    {DType::i64, DType::f32}};
   uint64_t seed = 3700;
   for (auto [ta, tb] : pairs) {
     Rng rng(++seed);
@@ -249,7 +257,9 @@ TEST_CASE("jit ops: integer arithmetic wraps like C++/numpy", "[jit][ops]") {
     TestArray a = make_array(rng, {33}, t, Layout::contiguous, Values::wide);
     TestArray b = make_array(rng, {33}, t, Layout::contiguous, Values::wide);
     check_against_reference(
-        [](Tensor x, Tensor y) { return std::vector<Tensor>{x + y, x * y, x - y, x * y * y, -x}; },
+        [](Tensor x, Tensor y) {
+          return std::vector<Tensor>{x + y, x * y, x - y, x * y * y, -x};
+        },
         {a, b}, {.label = "wrap " + dt(t)});
   }
 }
@@ -329,10 +339,14 @@ TEST_CASE("jit ops: sum mean max min over axes None/int/tuple/negative, keepdims
         auto fn = [axes, keep, op](Tensor x) {
           kiln::Axes ax = axes.empty() ? kiln::Axes() : kiln::Axes(axes);
           switch (op) {
-            case 0: return x.sum(ax, keep);
-            case 1: return x.mean(ax, keep);
-            case 2: return x.max(ax, keep);
-            default: return kiln::min(x, ax, keep);
+            case 0:
+              return x.sum(ax, keep);
+            case 1:
+              return x.mean(ax, keep);
+            case 2:
+              return x.max(ax, keep);
+            default:
+              return kiln::min(x, ax, keep);
           }
         };
         double kk = red_count(shape, axes);
@@ -354,22 +368,32 @@ TEST_CASE("jit ops: reductions of large rows and of every axis of a 3-d tensor",
     Rng rng(++seed);
     TestArray a = make_array(rng, {3, 70001}, DType::f32);
     check_against_reference(
-        [](Tensor x) { return std::vector<Tensor>{x.sum(1), x.max(-1), x.mean(1, true)}; }, {a},
-        {.tol_scale = 70001, .label = "long rows"});
+        [](Tensor x) {
+          return std::vector<Tensor>{x.sum(1), x.max(-1), x.mean(1, true)};
+        },
+        {a}, {.tol_scale = 70001, .label = "long rows"});
   }
   {
     Rng rng(++seed);
     TestArray a = make_array(rng, {70001, 3}, DType::f32, Layout::transposed);
-    check_against_reference([](Tensor x) { return std::vector<Tensor>{x.sum(0), x.min(0, true)}; },
-                            {a}, {.tol_scale = 70001, .label = "long columns"});
+    check_against_reference(
+        [](Tensor x) {
+          return std::vector<Tensor>{x.sum(0), x.min(0, true)};
+        },
+        {a}, {.tol_scale = 70001, .label = "long columns"});
   }
   for (Layout lay : all_layouts()) {
     Rng rng(++seed);
     TestArray a = make_array(rng, {5, 17, 9}, DType::f32, lay);
     check_against_reference(
         [](Tensor x) {
-          return std::vector<Tensor>{x.sum(0), x.sum(1), x.sum(2), x.sum({0, 2}), x.max({0, 1}),
-                                     x.mean(), x.min({-1, -3}, true)};
+          return std::vector<Tensor>{x.sum(0),
+                                     x.sum(1),
+                                     x.sum(2),
+                                     x.sum({0, 2}),
+                                     x.max({0, 1}),
+                                     x.mean(),
+                                     x.min({-1, -3}, true)};
         },
         {a}, {.tol_scale = 765, .label = std::string("every axis ") + layout_name(lay)});
   }
@@ -385,31 +409,42 @@ TEST_CASE("jit ops: softmax and log_softmax over axes and dtypes", "[jit][ops]")
     for (int axis : {-1, 0, 1}) {
       Rng rng(++seed);
       auto shape = capped_shape(rng, 2, 3, false);
-      double kk = static_cast<double>(shape[static_cast<size_t>(axis < 0 ? axis + static_cast<int>(shape.size()) : axis)]);
+      double kk = static_cast<double>(
+          shape[static_cast<size_t>(axis < 0 ? axis + static_cast<int>(shape.size()) : axis)]);
       TestArray a = make_array(rng, shape, t, layout_n(k++), Values::wide);
       const double scale = std::max(2.0, std::sqrt(kk));
       // Each alone is one kernel whose float16/bfloat16 intermediates stay in float32, like the
       // oracle: CONVENTIONS tolerances.
-      check_against_reference([axis](Tensor x) { return kiln::softmax(x, axis); }, {a},
-                              {.tol_scale = scale, .label = label("softmax axis " + std::to_string(axis), t, seed)});
-      check_against_reference([axis](Tensor x) { return kiln::log_softmax(x, axis); }, {a},
-                              {.tol_scale = scale, .label = label("log_softmax axis " + std::to_string(axis), t, seed)});
+      check_against_reference(
+          [axis](Tensor x) { return kiln::softmax(x, axis); }, {a},
+          {.tol_scale = scale, .label = label("softmax axis " + std::to_string(axis), t, seed)});
+      check_against_reference(
+          [axis](Tensor x) { return kiln::log_softmax(x, axis); }, {a},
+          {.tol_scale = scale,
+           .label = label("log_softmax axis " + std::to_string(axis), t, seed)});
       // Both from one function: CSE shares exp(x - max) between them, so it is stored once as a
       // temp in the input dtype, i.e. rounded to float16/bfloat16 where the oracle keeps it exact.
       // log_softmax's outputs near 0 then carry an absolute error of one rounding of an O(1) value:
       // for those dtypes the absolute tolerance is the relative one.
       std::optional<Tol> both;
-      if (t == DType::f16 || t == DType::bf16) both = Tol{tol_for(t, scale).rtol, tol_for(t, scale).rtol};
+      if (t == DType::f16 || t == DType::bf16)
+        both = Tol{tol_for(t, scale).rtol, tol_for(t, scale).rtol};
       check_against_reference(
-          [axis](Tensor x) { return std::vector<Tensor>{kiln::softmax(x, axis), kiln::log_softmax(x, axis)}; },
-          {a}, {.tol_scale = scale, .label = label("softmax and log_softmax axis " + std::to_string(axis), t, seed), .tol = both});
+          [axis](Tensor x) {
+            return std::vector<Tensor>{kiln::softmax(x, axis), kiln::log_softmax(x, axis)};
+          },
+          {a},
+          {.tol_scale = scale,
+           .label = label("softmax and log_softmax axis " + std::to_string(axis), t, seed),
+           .tol = both});
     }
   }
   // Large rows (past any vector width or tile).
   Rng rng(++seed);
-  check_against_reference([](Tensor x) { return kiln::softmax(x); },
-                          {make_array(rng, {4, 4099}, DType::f32, Layout::contiguous, Values::wide)},
-                          {.tol_scale = 64, .label = "softmax long rows"});
+  check_against_reference(
+      [](Tensor x) { return kiln::softmax(x); },
+      {make_array(rng, {4, 4099}, DType::f32, Layout::contiguous, Values::wide)},
+      {.tol_scale = 64, .label = "softmax long rows"});
 }
 
 TEST_CASE("jit ops: layer_norm with and without weight/bias, other axes", "[jit][ops]") {
@@ -433,8 +468,8 @@ TEST_CASE("jit ops: layer_norm with and without weight/bias, other axes", "[jit]
             },
             {x, w, b},
             {.tol_scale = std::max(4.0, std::sqrt(kk)),
-             .label = label("layer_norm axis " + std::to_string(axis) + " weight " + std::to_string(use_w) +
-                                " bias " + std::to_string(use_b),
+             .label = label("layer_norm axis " + std::to_string(axis) + " weight " +
+                                std::to_string(use_w) + " bias " + std::to_string(use_b),
                             t, seed)});
       }
     }
@@ -454,10 +489,14 @@ TEST_CASE("jit ops: rms_norm with and without weight", "[jit][ops]") {
         TestArray w = make_array(rng, {shape[ax]}, t, Layout::negative);
         double kk = static_cast<double>(shape[ax]);
         check_against_reference(
-            [axis, use_w](Tensor xx, Tensor ww) { return kiln::rms_norm(xx, use_w ? ww : Tensor(), axis); },
+            [axis, use_w](Tensor xx, Tensor ww) {
+              return kiln::rms_norm(xx, use_w ? ww : Tensor(), axis);
+            },
             {x, w},
             {.tol_scale = std::max(4.0, std::sqrt(kk)),
-             .label = label("rms_norm axis " + std::to_string(axis) + " weight " + std::to_string(use_w), t, seed)});
+             .label =
+                 label("rms_norm axis " + std::to_string(axis) + " weight " + std::to_string(use_w),
+                       t, seed)});
       }
     }
   }
@@ -470,16 +509,28 @@ TEST_CASE("jit ops: matmul 1-d, 2-d, batched with broadcast batch dims", "[jit][
   struct M {
     std::vector<int64_t> a, b;
   };
-  const std::vector<M> shapes = {
-      {{7}, {7}},           {{1}, {1}},          {{5, 7}, {7}},        {{7}, {7, 3}},
-      {{1, 1}, {1, 1}},     {{3, 0}, {0, 4}},    {{0, 5}, {5, 3}},     {{17, 33}, {33, 130}},
-      {{33, 17}, {17, 1}},  {{1, 130}, {130, 33}}, {{2, 5, 7}, {7, 3}}, {{5, 7}, {3, 7, 4}},
-      {{2, 1, 5, 7}, {3, 7, 4}}, {{4, 3, 9}, {4, 9, 5}}, {{2, 3, 4}, {4}}, {{64, 64}, {64, 64}},
-      {{3}, {2, 3, 5}}};
+  const std::vector<M> shapes = {{{7}, {7}},
+                                 {{1}, {1}},
+                                 {{5, 7}, {7}},
+                                 {{7}, {7, 3}},
+                                 {{1, 1}, {1, 1}},
+                                 {{3, 0}, {0, 4}},
+                                 {{0, 5}, {5, 3}},
+                                 {{17, 33}, {33, 130}},
+                                 {{33, 17}, {17, 1}},
+                                 {{1, 130}, {130, 33}},
+                                 {{2, 5, 7}, {7, 3}},
+                                 {{5, 7}, {3, 7, 4}},
+                                 {{2, 1, 5, 7}, {3, 7, 4}},
+                                 {{4, 3, 9}, {4, 9, 5}},
+                                 {{2, 3, 4}, {4}},
+                                 {{64, 64}, {64, 64}},
+                                 {{3}, {2, 3, 5}}};
   uint64_t seed = 7000;
   size_t k = 0;
   for (const M& m : shapes) {
-    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::i32, DType::i64}) {
+    for (DType t :
+         {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::i32, DType::i64}) {
       // All dtypes on a few shapes, float32 and one other dtype on the rest (budget).
       bool all = k < 5 * 7 || t == DType::f32 || t == (k % 2 ? DType::i32 : DType::bf16);
       ++k;
@@ -488,20 +539,22 @@ TEST_CASE("jit ops: matmul 1-d, 2-d, batched with broadcast batch dims", "[jit][
       TestArray a = make_array(rng, m.a, t, layout_n(k));
       TestArray b = make_array(rng, m.b, t, layout_n(k + 3));
       double kk = static_cast<double>(m.a.back());
-      check_against_reference([](Tensor x, Tensor y) { return kiln::matmul(x, y); }, {a, b},
-                              {.tol_scale = std::max(1.0, kk),
-                               .label = label("matmul " + dims_str(m.a) + " @ " + dims_str(m.b), t, seed)});
+      check_against_reference(
+          [](Tensor x, Tensor y) { return kiln::matmul(x, y); }, {a, b},
+          {.tol_scale = std::max(1.0, kk),
+           .label = label("matmul " + dims_str(m.a) + " @ " + dims_str(m.b), t, seed)});
     }
   }
 }
 
 TEST_CASE("jit ops: matmul of transposed operands (.T) and strided views", "[jit][ops]") {
   uint64_t seed = 7500;
-  for (auto [mm, kk, nn] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{5, 7, 3}, {17, 33, 9}, {1, 130, 1}, {64, 16, 33}}) {
+  for (auto [mm, kk, nn] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {5, 7, 3}, {17, 33, 9}, {1, 130, 1}, {64, 16, 33}}) {
     for (Layout lay : {Layout::contiguous, Layout::transposed, Layout::strided, Layout::negative}) {
       Rng rng(++seed);
-      TestArray at = make_array(rng, {kk, mm}, DType::f32, lay);   // used as a.T
-      TestArray bt = make_array(rng, {nn, kk}, DType::f32, lay);   // used as b.T
+      TestArray at = make_array(rng, {kk, mm}, DType::f32, lay);  // used as a.T
+      TestArray bt = make_array(rng, {nn, kk}, DType::f32, lay);  // used as b.T
       TestArray b = make_array(rng, {kk, nn}, DType::f32, Layout::offset);
       check_against_reference(
           [](Tensor x, Tensor y, Tensor z) {
@@ -510,7 +563,8 @@ TEST_CASE("jit ops: matmul of transposed operands (.T) and strided views", "[jit
           },
           {at, bt, b},
           {.tol_scale = static_cast<double>(std::max(kk, mm)),
-           .label = "matmul .T " + std::string(layout_name(lay)) + " seed " + std::to_string(seed)});
+           .label =
+               "matmul .T " + std::string(layout_name(lay)) + " seed " + std::to_string(seed)});
     }
   }
 }
@@ -539,9 +593,12 @@ TEST_CASE("jit ops: conv2d stride, padding, dilation, groups, bias", "[jit][ops]
   };
   auto P = [](int64_t s0, int64_t s1, int64_t p0, int64_t p1, int64_t d0, int64_t d1, int64_t g) {
     kiln::Conv2dParams p;
-    p.stride[0] = s0; p.stride[1] = s1;
-    p.padding[0] = p0; p.padding[1] = p1;
-    p.dilation[0] = d0; p.dilation[1] = d1;
+    p.stride[0] = s0;
+    p.stride[1] = s1;
+    p.padding[0] = p0;
+    p.padding[1] = p1;
+    p.dilation[0] = d0;
+    p.dilation[1] = d1;
     p.groups = g;
     return p;
   };
@@ -550,9 +607,9 @@ TEST_CASE("jit ops: conv2d stride, padding, dilation, groups, bias", "[jit][ops]
       {2, 3, 8, 9, 4, 3, 3, P(1, 1, 1, 1, 1, 1, 1), true},
       {1, 3, 9, 8, 5, 3, 2, P(2, 1, 0, 1, 1, 1, 1), true},
       {1, 4, 9, 9, 6, 3, 3, P(1, 2, 2, 0, 2, 1, 2), false},
-      {2, 4, 7, 7, 4, 3, 3, P(1, 1, 1, 1, 1, 1, 4), true},  // depthwise
-      {1, 2, 1, 1, 3, 1, 1, P(1, 1, 0, 0, 1, 1, 1), true},  // 1x1 on a 1x1 image
-      {1, 3, 5, 5, 2, 5, 5, P(1, 1, 0, 0, 1, 1, 1), false}, // kernel = image
+      {2, 4, 7, 7, 4, 3, 3, P(1, 1, 1, 1, 1, 1, 4), true},   // depthwise
+      {1, 2, 1, 1, 3, 1, 1, P(1, 1, 0, 0, 1, 1, 1), true},   // 1x1 on a 1x1 image
+      {1, 3, 5, 5, 2, 5, 5, P(1, 1, 0, 0, 1, 1, 1), false},  // kernel = image
       {1, 3, 17, 13, 8, 3, 3, P(2, 2, 1, 1, 2, 2, 1), true},
       {0, 3, 5, 5, 2, 3, 3, P(1, 1, 1, 1, 1, 1, 1), true},  // empty batch
       {1, 6, 6, 6, 9, 1, 3, P(3, 1, 0, 2, 1, 3, 3), true},
@@ -568,17 +625,20 @@ TEST_CASE("jit ops: conv2d stride, padding, dilation, groups, bias", "[jit][ops]
       TestArray b = make_array(rng, {c.o}, t);
       double kk = static_cast<double>(c.c / c.p.groups * c.kh * c.kw);
       kiln::Conv2dParams p = c.p;
-      std::string what = "conv2d x " + dims_str(x.array.shape()) + " w " + dims_str(w.array.shape()) +
-                         " stride " + std::to_string(p.stride[0]) + "," + std::to_string(p.stride[1]) +
-                         " pad " + std::to_string(p.padding[0]) + "," + std::to_string(p.padding[1]) +
-                         " dil " + std::to_string(p.dilation[0]) + "," + std::to_string(p.dilation[1]) +
-                         " groups " + std::to_string(p.groups) + " bias " + std::to_string(c.bias);
+      std::string what =
+          "conv2d x " + dims_str(x.array.shape()) + " w " + dims_str(w.array.shape()) + " stride " +
+          std::to_string(p.stride[0]) + "," + std::to_string(p.stride[1]) + " pad " +
+          std::to_string(p.padding[0]) + "," + std::to_string(p.padding[1]) + " dil " +
+          std::to_string(p.dilation[0]) + "," + std::to_string(p.dilation[1]) + " groups " +
+          std::to_string(p.groups) + " bias " + std::to_string(c.bias);
       if (c.bias)
-        check_against_reference([p](Tensor xx, Tensor ww, Tensor bb) { return kiln::conv2d(xx, ww, bb, p); },
-                                {x, w, b}, {.tol_scale = kk, .label = label(what, t, seed)});
+        check_against_reference(
+            [p](Tensor xx, Tensor ww, Tensor bb) { return kiln::conv2d(xx, ww, bb, p); }, {x, w, b},
+            {.tol_scale = kk, .label = label(what, t, seed)});
       else
-        check_against_reference([p](Tensor xx, Tensor ww) { return kiln::conv2d(xx, ww, Tensor(), p); },
-                                {x, w}, {.tol_scale = kk, .label = label(what, t, seed)});
+        check_against_reference(
+            [p](Tensor xx, Tensor ww) { return kiln::conv2d(xx, ww, Tensor(), p); }, {x, w},
+            {.tol_scale = kk, .label = label(what, t, seed)});
     }
   }
 }
@@ -595,10 +655,17 @@ TEST_CASE("jit ops: reshape, transpose, broadcast_to on every dtype", "[jit][ops
     TestArray v = make_array(rng, {5, 1}, t, layout_n(k++));
     check_against_reference(
         [](Tensor x, Tensor y) {
-          return std::vector<Tensor>{x.reshape({2, 3, 20}), x.reshape({-1}), kiln::reshape(x, {4, -1}),
-                                     x.transpose({2, 0, 1}), x.T(), kiln::transpose(x, {0, 2, 1}),
-                                     kiln::broadcast_to(y, {3, 5, 7}), x.T().reshape({5, 24}),
-                                     x.transpose({1, 0, 2}).reshape({4, 30}) + kiln::broadcast_to(y, {1, 5, 1}).reshape({1, 5}).sum().reshape({1, 1})};
+          return std::vector<Tensor>{
+              x.reshape({2, 3, 20}),
+              x.reshape({-1}),
+              kiln::reshape(x, {4, -1}),
+              x.transpose({2, 0, 1}),
+              x.T(),
+              kiln::transpose(x, {0, 2, 1}),
+              kiln::broadcast_to(y, {3, 5, 7}),
+              x.T().reshape({5, 24}),
+              x.transpose({1, 0, 2}).reshape({4, 30}) +
+                  kiln::broadcast_to(y, {1, 5, 1}).reshape({1, 5}).sum().reshape({1, 1})};
         },
         {a, v}, {.tol_scale = 5, .label = label("views", t, seed)});
   }
@@ -606,10 +673,12 @@ TEST_CASE("jit ops: reshape, transpose, broadcast_to on every dtype", "[jit][ops
   Rng rng(++seed);
   check_against_reference(
       [](Tensor s, Tensor z, Tensor o) {
-        return std::vector<Tensor>{kiln::broadcast_to(s, {3, 4}), s.reshape({1, 1}), z.reshape({0, 3}),
-                                   z.T(), kiln::broadcast_to(o, {2, 0, 4}), o.reshape({})};
+        return std::vector<Tensor>{
+            kiln::broadcast_to(s, {3, 4}),    s.reshape({1, 1}), z.reshape({0, 3}), z.T(),
+            kiln::broadcast_to(o, {2, 0, 4}), o.reshape({})};
       },
-      {make_array(rng, {}, DType::f32), make_array(rng, {3, 0}, DType::f32), make_array(rng, {1, 1}, DType::f32)},
+      {make_array(rng, {}, DType::f32), make_array(rng, {3, 0}, DType::f32),
+       make_array(rng, {1, 1}, DType::f32)},
       {.label = "scalar and empty views"});
 }
 
@@ -632,7 +701,9 @@ TEST_CASE("jit ops: concatenate along each axis, mixed dtypes, empty pieces", "[
   }
   Rng rng(++seed);
   check_against_reference(
-      [](Tensor x, Tensor y, Tensor z) { return kiln::concatenate({x, y, z}, 0); },
+      [](Tensor x, Tensor y, Tensor z) {
+        return kiln::concatenate({x, y, z}, 0);
+      },
       {make_array(rng, {2, 3}, DType::i8), make_array(rng, {1, 3}, DType::f16),
        make_array(rng, {4, 3}, DType::i32, Layout::transposed)},
       {.label = "concatenate i8 f16 i32"});
@@ -653,22 +724,32 @@ TEST_CASE("jit ops: astype between every pair of dtypes", "[jit][ops]") {
 
 TEST_CASE("jit ops: astype edge values (wrap, truncation toward zero, rounding)", "[jit][ops]") {
   auto ints = make_array_from({8}, DType::i32, {200, -200, 1000, 127, 128, -129, 65535, -1});
-  check_against_reference([](Tensor x) { return std::vector<Tensor>{x.astype(DType::i8), x.astype(DType::boolean)}; },
-                          {ints}, {.label = "i32 -> i8 wrap"});
-  auto floats = make_array_from({10}, DType::f32, {2.7, -2.7, 0.5, -0.5, 1e-8, -0.0, 126.9, -127.9, 65520, 3.14159});
   check_against_reference(
       [](Tensor x) {
-        return std::vector<Tensor>{x.astype(DType::i8), x.astype(DType::i32), x.astype(DType::i64),
-                                   x.astype(DType::f16), x.astype(DType::bf16), x.astype(DType::boolean)};
+        return std::vector<Tensor>{x.astype(DType::i8), x.astype(DType::boolean)};
+      },
+      {ints}, {.label = "i32 -> i8 wrap"});
+  auto floats = make_array_from({10}, DType::f32,
+                                {2.7, -2.7, 0.5, -0.5, 1e-8, -0.0, 126.9, -127.9, 65520, 3.14159});
+  check_against_reference(
+      [](Tensor x) {
+        return std::vector<Tensor>{x.astype(DType::i8),   x.astype(DType::i32),
+                                   x.astype(DType::i64),  x.astype(DType::f16),
+                                   x.astype(DType::bf16), x.astype(DType::boolean)};
       },
       {floats}, {.label = "f32 -> ints, halves, bool"});
-  auto i64s = make_array_from({4}, DType::i64, {int64_t{1} << 40, -(int64_t{1} << 40) - 3, (int64_t{1} << 31) + 5, 7});
+  auto i64s = make_array_from(
+      {4}, DType::i64, {int64_t{1} << 40, -(int64_t{1} << 40) - 3, (int64_t{1} << 31) + 5, 7});
   check_against_reference(
-      [](Tensor x) { return std::vector<Tensor>{x.astype(DType::i32), x.astype(DType::i8), x.astype(DType::f64), x.astype(DType::f32)}; },
+      [](Tensor x) {
+        return std::vector<Tensor>{x.astype(DType::i32), x.astype(DType::i8), x.astype(DType::f64),
+                                   x.astype(DType::f32)};
+      },
       {i64s}, {.label = "i64 -> narrower"});
 }
 
-TEST_CASE("jit ops: index with slices, steps, negative steps, integers, new axes, ellipsis", "[jit][ops]") {
+TEST_CASE("jit ops: index with slices, steps, negative steps, integers, new axes, ellipsis",
+          "[jit][ops]") {
   using I = Index;
   const std::vector<std::pair<std::string, std::vector<I>>> cases = {
       {"[1:5]", {I::slice(1, 5)}},
@@ -704,7 +785,8 @@ TEST_CASE("jit ops: index with slices, steps, negative steps, integers, new axes
   check_against_reference(
       [](Tensor x, Tensor y) {
         Tensor s = x.sum(1).index({I::slice(), I::new_axis()});
-        return std::vector<Tensor>{s + y, x.index({I::slice({}, {}, -1)}).index({I::slice(1, {}, 2), I::at(-2)})};
+        return std::vector<Tensor>{
+            s + y, x.index({I::slice({}, {}, -1)}).index({I::slice(1, {}, 2), I::at(-2)})};
       },
       {make_array(rng, {6, 9}, DType::f32, Layout::negative), make_array(rng, {6, 9}, DType::f32)},
       {.tol_scale = 9, .label = "x.sum(1)[:, None] + y"});
@@ -716,9 +798,13 @@ TEST_CASE("jit ops: index with slices, steps, negative steps, integers, new axes
 TEST_CASE("jit ops: outputs that alias inputs, repeat or are constants", "[jit][ops]") {
   Rng rng(9400);
   TestArray a = make_array(rng, {5, 7}, DType::f32, Layout::negative);
-  check_against_reference([](Tensor x) { return x; }, {a}, {.label = "identity of a strided input"});
-  check_against_reference([](Tensor x) { return std::vector<Tensor>{x.T(), x, x.T()}; }, {a},
-                          {.label = "views of the input, repeated"});
+  check_against_reference([](Tensor x) { return x; }, {a},
+                          {.label = "identity of a strided input"});
+  check_against_reference(
+      [](Tensor x) {
+        return std::vector<Tensor>{x.T(), x, x.T()};
+      },
+      {a}, {.label = "views of the input, repeated"});
   check_against_reference(
       [](Tensor x) {
         Tensor y = kiln::exp(x);
@@ -729,7 +815,8 @@ TEST_CASE("jit ops: outputs that alias inputs, repeat or are constants", "[jit][
   check_against_reference(
       [cdata](Tensor x) {
         Tensor c = kiln::constant(cdata, {2, 3}, DType::f32);
-        return std::vector<Tensor>{c, kiln::scalar(2.5, DType::f16), x.index({Index::slice(0, 2), Index::slice(0, 3)}) * c};
+        return std::vector<Tensor>{c, kiln::scalar(2.5, DType::f16),
+                                   x.index({Index::slice(0, 2), Index::slice(0, 3)}) * c};
       },
       {a}, {.label = "constant outputs"});
   check_against_reference([](Tensor x) { return kiln::exp(x); }, {a},
@@ -754,7 +841,9 @@ TEST_CASE("jit ops: one function reused across layouts reads runtime strides", "
       cls.push_back(reinterpret_cast<uintptr_t>(t->array.data()) % 64 == 0);
     }
     classes.insert(cls);
-    check_against_reference(fn, {x, y}, {.tol_scale = 17, .label = std::string("reuse ") + layout_name(lay), .function = &f});
+    check_against_reference(
+        fn, {x, y},
+        {.tol_scale = 17, .label = std::string("reuse ") + layout_name(lay), .function = &f});
   }
   CHECK(f.stats().compiles == static_cast<int64_t>(classes.size()));
   CHECK(f.stats().calls == static_cast<int64_t>(all_layouts().size()));
@@ -768,9 +857,16 @@ TEST_CASE("jit ops: NaN propagates through maximum, minimum, relu, clip and max/
     auto b = make_array_from({2, 5}, t, {nan, 0, 0, nan, 1, 1, 1, 1, 1, 1});
     check_against_reference(
         [](Tensor x, Tensor y) {
-          return std::vector<Tensor>{kiln::maximum(x, y), kiln::minimum(x, y), kiln::relu(x),
-                                     kiln::clip(x, -1.0, 1.0), x.max(1), x.min(0), y.max(), x.sum(1),
-                                     x == x, x != x};
+          return std::vector<Tensor>{kiln::maximum(x, y),
+                                     kiln::minimum(x, y),
+                                     kiln::relu(x),
+                                     kiln::clip(x, -1.0, 1.0),
+                                     x.max(1),
+                                     x.min(0),
+                                     y.max(),
+                                     x.sum(1),
+                                     x == x,
+                                     x != x};
         },
         {a, b}, {.label = "NaN " + dt(t)});
   }
@@ -789,9 +885,11 @@ TEST_CASE("jit bug 1: float32 log of x < 0.5", "[jit][ops][bugs]") {
 TEST_CASE("jit bug 2: float16/bfloat16 are rounded only when stored", "[jit][ops][bugs]") {
   // 1 + erf(x / sqrt 2) cancels: rounding erf to bfloat16 first loses everything.
   check_against_reference([](Tensor x) { return kiln::gelu(x); },
-                          {make_array_from({2}, DType::bf16, {-2.5, -3.0})}, {.label = "gelu bf16"});
+                          {make_array_from({2}, DType::bf16, {-2.5, -3.0})},
+                          {.label = "gelu bf16"});
   check_against_reference([](Tensor x) { return kiln::layer_norm(x); },
-                          {make_array_from({1, 2}, DType::bf16, {1.5, 1.5234375})}, {.label = "layer_norm bf16"});
+                          {make_array_from({1, 2}, DType::bf16, {1.5, 1.5234375})},
+                          {.label = "layer_norm bf16"});
 }
 
 TEST_CASE("jit bug 3: integer pow wraps", "[jit][ops][bugs]") {
@@ -801,5 +899,6 @@ TEST_CASE("jit bug 3: integer pow wraps", "[jit][ops][bugs]") {
 
 TEST_CASE("jit bug 4: float -> int casts truncate and wrap", "[jit][ops][bugs]") {
   check_against_reference([](Tensor x) { return x.astype(DType::i8); },
-                          {make_array_from({2}, DType::f32, {65520, 300.5})}, {.label = "f32 -> i8"});
+                          {make_array_from({2}, DType::f32, {65520, 300.5})},
+                          {.label = "f32 -> i8"});
 }

@@ -1,14 +1,14 @@
 // A seeded random-program generator compared against the reference interpreter: at least 200
 // random graphs of 3 to 20 ops per run, mixing elementwise ops, broadcasts, reductions (keepdims),
-// views (transpose, slice, reshape, new axes), matmul, concat, casts and the composites, over random
-// shapes (size 1 included), dtypes and layouts. On a failure it prints the seed, the program
+// views (transpose, slice, reshape, new axes), matmul, concat, casts and the composites, over
+// random shapes (size 1 included), dtypes and layouts. On a failure it prints the seed, the program
 // (ir::print) and the mismatch; KILN_RANDOM_SEED=<n> reruns one program.
 //
 // Values are kept bounded by construction: every value carries a bound on |x|, and a value past the
-// bound goes through tanh before it is used again; log/sqrt/rsqrt/division see abs(x) + c. Ops whose
-// result is not continuous in their input (comparisons, casts to integers or to narrower floats)
-// are applied only to "exact" values (inputs and views/exact ops of them), so that an ulp of
-// difference between kiln and the oracle can never flip a result.
+// bound goes through tanh before it is used again; log/sqrt/rsqrt/division see abs(x) + c. Ops
+// whose result is not continuous in their input (comparisons, casts to integers or to narrower
+// floats) are applied only to "exact" values (inputs and views/exact ops of them), so that an ulp
+// of difference between kiln and the oracle can never flip a result.
 #include "jit_test_util.h"
 
 #include <cstdlib>
@@ -21,8 +21,8 @@ namespace {
 
 struct Value {
   Tensor t;
-  double bound = 2;    // |x| <= bound (estimate)
-  bool exact = true;   // computed without rounding from inputs (inputs, views, casts up, ...)
+  double bound = 2;   // |x| <= bound (estimate)
+  bool exact = true;  // computed without rounding from inputs (inputs, views, casts up, ...)
   bool is_input = false;
 };
 
@@ -99,7 +99,8 @@ class Generator {
     for (size_t i = 0; i < pool_.size(); ++i) {
       auto o = shape_of(pool_[i].t);
       kiln::ir::Shape out;
-      if (kiln::ir::broadcast_shapes(kiln::ir::concrete_shape(s), kiln::ir::concrete_shape(o), out) &&
+      if (kiln::ir::broadcast_shapes(kiln::ir::concrete_shape(s), kiln::ir::concrete_shape(o),
+                                     out) &&
           kiln::ir::concrete_dims(out) == s && kiln::is_floating(pool_[i].t.dtype()))
         ok.push_back(i);
     }
@@ -126,24 +127,44 @@ class Generator {
     switch (ri(0, 13)) {
       case 0: {  // unary
         switch (ri(0, 11)) {
-          case 0: push(kiln::tanh(x), 1, false, "tanh"); break;
-          case 1: push(kiln::sigmoid(x), 1, false, "sigmoid"); break;
+          case 0:
+            push(kiln::tanh(x), 1, false, "tanh");
+            break;
+          case 1:
+            push(kiln::sigmoid(x), 1, false, "sigmoid");
+            break;
           case 2:
             if (v.bound > 3) return false;
             push(kiln::exp(x), std::exp(v.bound), false, "exp");
             break;
-          case 3: push(kiln::relu(x), v.bound, v.exact, "relu"); break;
-          case 4: push(kiln::abs(x), v.bound, v.exact, "abs"); break;
-          case 5: push(-x, v.bound, v.exact, "neg"); break;
+          case 3:
+            push(kiln::relu(x), v.bound, v.exact, "relu");
+            break;
+          case 4:
+            push(kiln::abs(x), v.bound, v.exact, "abs");
+            break;
+          case 5:
+            push(-x, v.bound, v.exact, "neg");
+            break;
           case 6:
             if (v.bound > 5) return false;
             push(kiln::square(x), v.bound * v.bound, false, "square");
             break;
-          case 7: push(kiln::gelu(x, coin()), v.bound, false, "gelu"); break;
-          case 8: push(kiln::silu(x), v.bound, false, "silu"); break;
-          case 9: push(kiln::erf(x), 1, false, "erf"); break;
-          case 10: push(kiln::sqrt(kiln::abs(x) + 0.5), std::sqrt(v.bound + 0.5), false, "sqrt(|x|+.5)"); break;
-          default: push(kiln::log(kiln::abs(x) + 0.5), std::log(v.bound + 0.5) + 1, false, "log(|x|+.5)"); break;
+          case 7:
+            push(kiln::gelu(x, coin()), v.bound, false, "gelu");
+            break;
+          case 8:
+            push(kiln::silu(x), v.bound, false, "silu");
+            break;
+          case 9:
+            push(kiln::erf(x), 1, false, "erf");
+            break;
+          case 10:
+            push(kiln::sqrt(kiln::abs(x) + 0.5), std::sqrt(v.bound + 0.5), false, "sqrt(|x|+.5)");
+            break;
+          default:
+            push(kiln::log(kiln::abs(x) + 0.5), std::log(v.bound + 0.5) + 1, false, "log(|x|+.5)");
+            break;
         }
         return true;
       }
@@ -151,19 +172,35 @@ class Generator {
       case 2: {  // binary with broadcasting
         Value p = partner(s, float_of(x));
         switch (ri(0, 5)) {
-          case 0: push(x + p.t, v.bound + p.bound, false, "add"); break;
-          case 1: push(p.t - x, v.bound + p.bound, false, "sub"); break;
-          case 2: push(x * p.t, v.bound * p.bound, false, "mul"); break;
-          case 3: push(x / (kiln::abs(p.t) + 0.5), v.bound * 2, false, "div"); break;
-          case 4: push(kiln::maximum(x, p.t), std::max(v.bound, p.bound), v.exact && p.exact, "maximum"); break;
-          default: push(kiln::minimum(p.t, x), std::max(v.bound, p.bound), v.exact && p.exact, "minimum"); break;
+          case 0:
+            push(x + p.t, v.bound + p.bound, false, "add");
+            break;
+          case 1:
+            push(p.t - x, v.bound + p.bound, false, "sub");
+            break;
+          case 2:
+            push(x * p.t, v.bound * p.bound, false, "mul");
+            break;
+          case 3:
+            push(x / (kiln::abs(p.t) + 0.5), v.bound * 2, false, "div");
+            break;
+          case 4:
+            push(kiln::maximum(x, p.t), std::max(v.bound, p.bound), v.exact && p.exact, "maximum");
+            break;
+          default:
+            push(kiln::minimum(p.t, x), std::max(v.bound, p.bound), v.exact && p.exact, "minimum");
+            break;
         }
         return true;
       }
       case 3: {  // scalar ops and where/clip
         switch (ri(0, 3)) {
-          case 0: push(x * 0.75 + 0.25, v.bound * 0.75 + 0.25, false, "axpb"); break;
-          case 1: push(kiln::clip(x, -1.0, 1.5), 1.5, v.exact, "clip"); break;
+          case 0:
+            push(x * 0.75 + 0.25, v.bound * 0.75 + 0.25, false, "axpb");
+            break;
+          case 1:
+            push(kiln::clip(x, -1.0, 1.5), 1.5, v.exact, "clip");
+            break;
           case 2: {
             // The condition compares an exact value only.
             Value* c = nullptr;
@@ -176,7 +213,8 @@ class Generator {
           }
           default: {
             if (!v.exact) return false;
-            push(kiln::where(x <= -0.5, x * 2.0, kiln::abs(x)).astype(float_of(x)), v.bound * 2, false, "where(x<=-.5)");
+            push(kiln::where(x <= -0.5, x * 2.0, kiln::abs(x)).astype(float_of(x)), v.bound * 2,
+                 false, "where(x<=-.5)");
             break;
           }
         }
@@ -202,8 +240,12 @@ class Generator {
             push(x.mean(axes, keep), v.bound, false, "mean");
             scale_ += std::sqrt(k);
             break;
-          case 2: push(x.max(axes, keep), v.bound, v.exact, "max"); break;
-          default: push(kiln::min(x, axes, keep), v.bound, v.exact, "min"); break;
+          case 2:
+            push(x.max(axes, keep), v.bound, v.exact, "max");
+            break;
+          default:
+            push(kiln::min(x, axes, keep), v.bound, v.exact, "min");
+            break;
         }
         return true;
       }
@@ -224,12 +266,20 @@ class Generator {
             for (int d = 0; d < nd; ++d) {
               int64_t n = s[static_cast<size_t>(d)];
               switch (ri(0, 3)) {
-                case 0: idx.push_back(Index::slice()); break;
-                case 1: idx.push_back(Index::slice(ri(0, n), {}, ri(1, 3))); break;
-                case 2: idx.push_back(Index::slice({}, {}, -ri(1, 2))); break;
+                case 0:
+                  idx.push_back(Index::slice());
+                  break;
+                case 1:
+                  idx.push_back(Index::slice(ri(0, n), {}, ri(1, 3)));
+                  break;
+                case 2:
+                  idx.push_back(Index::slice({}, {}, -ri(1, 2)));
+                  break;
                 default:
-                  if (n > 1 && d > 0) idx.push_back(Index::at(ri(-n, n - 1)));
-                  else idx.push_back(Index::slice(0, std::max<int64_t>(1, n - 1)));
+                  if (n > 1 && d > 0)
+                    idx.push_back(Index::at(ri(-n, n - 1)));
+                  else
+                    idx.push_back(Index::slice(0, std::max<int64_t>(1, n - 1)));
                   break;
               }
             }
@@ -259,7 +309,8 @@ class Generator {
           }
           default: {
             if (nd == 0) return false;
-            push(x.index({Index::ellipsis(), Index::new_axis()}).reshape(s), v.bound, v.exact, "x[..., None] reshaped");
+            push(x.index({Index::ellipsis(), Index::new_axis()}).reshape(s), v.bound, v.exact,
+                 "x[..., None] reshaped");
             break;
           }
         }
@@ -272,7 +323,8 @@ class Generator {
         std::vector<size_t> ok;
         for (size_t i = 0; i < pool_.size(); ++i) {
           auto o = shape_of(pool_[i].t);
-          if (o.size() >= 2 && o.size() <= 3 && o[o.size() - 2] == k && kiln::is_floating(pool_[i].t.dtype()) &&
+          if (o.size() >= 2 && o.size() <= 3 && o[o.size() - 2] == k &&
+              kiln::is_floating(pool_[i].t.dtype()) &&
               (o.size() == 2 || nd <= 2 || o[0] == s[0] || o[0] == 1 || s[0] == 1 || nd < 3))
             ok.push_back(i);
         }
@@ -327,11 +379,21 @@ class Generator {
         DType t = x.dtype();
         if (v.exact) {
           switch (ri(0, 4)) {
-            case 0: push(x.astype(DType::f64), v.bound, true, "astype f64"); break;
-            case 1: push(x.astype(DType::f16), v.bound, true, "astype f16"); break;
-            case 2: push(x.astype(DType::bf16), v.bound, true, "astype bf16"); break;
-            case 3: push(x.astype(DType::i32), v.bound, true, "astype i32"); break;
-            default: push((x * 4.0).astype(DType::i8), 4 * v.bound + 1, true, "(4x) astype i8"); break;
+            case 0:
+              push(x.astype(DType::f64), v.bound, true, "astype f64");
+              break;
+            case 1:
+              push(x.astype(DType::f16), v.bound, true, "astype f16");
+              break;
+            case 2:
+              push(x.astype(DType::bf16), v.bound, true, "astype bf16");
+              break;
+            case 3:
+              push(x.astype(DType::i32), v.bound, true, "astype i32");
+              break;
+            default:
+              push((x * 4.0).astype(DType::i8), 4 * v.bound + 1, true, "(4x) astype i8");
+              break;
           }
         } else {
           // Only widening casts of computed values.
@@ -345,17 +407,26 @@ class Generator {
         int axis = coin() ? -1 : static_cast<int>(ri(0, nd - 1));
         double k = static_cast<double>(s[static_cast<size_t>(axis < 0 ? nd - 1 : axis)]);
         switch (ri(0, 3)) {
-          case 0: push(kiln::softmax(x, axis), 1, false, "softmax"); break;
-          case 1: push(kiln::log_softmax(x, axis), 2 * v.bound + std::log(k) + 1, false, "log_softmax"); break;
-          case 2: push(kiln::layer_norm(x, {}, {}, axis), std::sqrt(k) + 1, false, "layer_norm"); break;
-          default: push(kiln::rms_norm(x, {}, axis), std::sqrt(k) + 1, false, "rms_norm"); break;
+          case 0:
+            push(kiln::softmax(x, axis), 1, false, "softmax");
+            break;
+          case 1:
+            push(kiln::log_softmax(x, axis), 2 * v.bound + std::log(k) + 1, false, "log_softmax");
+            break;
+          case 2:
+            push(kiln::layer_norm(x, {}, {}, axis), std::sqrt(k) + 1, false, "layer_norm");
+            break;
+          default:
+            push(kiln::rms_norm(x, {}, axis), std::sqrt(k) + 1, false, "rms_norm");
+            break;
         }
         scale_ += std::sqrt(k) * 2;
         return true;
       }
       default: {  // combine two pool values of the same shape (no broadcast), e.g. residuals
         for (size_t i = pool_.size(); i-- > 0;) {
-          if (i == vi || shape_of(pool_[i].t) != s || !kiln::is_floating(pool_[i].t.dtype())) continue;
+          if (i == vi || shape_of(pool_[i].t) != s || !kiln::is_floating(pool_[i].t.dtype()))
+            continue;
           const Value o = pool_[i];
           push(x * 0.5 + o.t * 0.5, (v.bound + o.bound) / 2 + 1, false, "average");
           return true;
@@ -373,7 +444,8 @@ uint64_t env_seed() {
 
 }  // namespace
 
-TEST_CASE("jit random programs: 250 seeded random graphs against the interpreter", "[jit][random]") {
+TEST_CASE("jit random programs: 250 seeded random graphs against the interpreter",
+          "[jit][random]") {
   const uint64_t only = env_seed();
   const uint64_t first = only ? only : 1;
   const uint64_t count = only ? 1 : 250;
@@ -417,13 +489,15 @@ TEST_CASE("jit random programs: 250 seeded random graphs against the interpreter
       tol.rtol = std::max(tol.rtol, t.rtol);
       tol.atol = std::max(tol.atol, t.atol);
     }
-    std::string label = "random program seed " + std::to_string(seed) + " (" + std::to_string(num_ops) +
-                        " ops; rerun with KILN_RANDOM_SEED=" + std::to_string(seed) + ")\nsteps: " + gen->log();
+    std::string label =
+        "random program seed " + std::to_string(seed) + " (" + std::to_string(num_ops) +
+        " ops; rerun with KILN_RANDOM_SEED=" + std::to_string(seed) + ")\nsteps: " + gen->log();
     bool ok = check_traced(body, f, inputs, {.tol_scale = scale, .label = label, .tol = tol});
     if (!ok && ++failures >= 10) {
       FAIL("stopping after 10 failing programs");
     }
-    for (const auto& t : inputs) max_numel = std::max(max_numel, static_cast<double>(t.array.numel()));
+    for (const auto& t : inputs)
+      max_numel = std::max(max_numel, static_cast<double>(t.array.numel()));
   }
   CHECK(failures == 0);
 }

@@ -74,8 +74,8 @@ inline int64_t random_dim(Rng& rng, bool allow_zero = false, int64_t max = 33) {
   while (d > max);
   return d;
 }
-inline std::vector<int64_t> random_shape(Rng& rng, int min_rank, int max_rank, bool allow_zero = false,
-                                         int64_t max_dim = 33) {
+inline std::vector<int64_t> random_shape(Rng& rng, int min_rank, int max_rank,
+                                         bool allow_zero = false, int64_t max_dim = 33) {
   std::vector<int64_t> s(static_cast<size_t>(uniform_int(rng, min_rank, max_rank)));
   for (auto& d : s) d = random_dim(rng, allow_zero, max_dim);
   return s;
@@ -86,14 +86,44 @@ inline std::vector<int64_t> random_shape(Rng& rng, int min_rank, int max_rank, b
 
 inline void store_value(void* p, DType t, double v) {
   switch (t) {
-    case DType::f32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); return; }
-    case DType::f64: std::memcpy(p, &v, 8); return;
-    case DType::f16: { uint16_t h = kiln::double_to_f16_bits(v); std::memcpy(p, &h, 2); return; }
-    case DType::bf16: { uint16_t h = kiln::double_to_bf16_bits(v); std::memcpy(p, &h, 2); return; }
-    case DType::i8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); return; }
-    case DType::i32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); return; }
-    case DType::i64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); return; }
-    case DType::boolean: { uint8_t x = v != 0 ? 1 : 0; std::memcpy(p, &x, 1); return; }
+    case DType::f32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      return;
+    }
+    case DType::f64:
+      std::memcpy(p, &v, 8);
+      return;
+    case DType::f16: {
+      uint16_t h = kiln::double_to_f16_bits(v);
+      std::memcpy(p, &h, 2);
+      return;
+    }
+    case DType::bf16: {
+      uint16_t h = kiln::double_to_bf16_bits(v);
+      std::memcpy(p, &h, 2);
+      return;
+    }
+    case DType::i8: {
+      int8_t x = static_cast<int8_t>(v);
+      std::memcpy(p, &x, 1);
+      return;
+    }
+    case DType::i32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      return;
+    }
+    case DType::i64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(p, &x, 8);
+      return;
+    }
+    case DType::boolean: {
+      uint8_t x = v != 0 ? 1 : 0;
+      std::memcpy(p, &x, 1);
+      return;
+    }
   }
 }
 
@@ -108,7 +138,8 @@ enum class Values : uint8_t {
 
 inline double random_value(Rng& rng, DType t, Values v) {
   switch (t) {
-    case DType::boolean: return static_cast<double>(uniform_int(rng, 0, 1));
+    case DType::boolean:
+      return static_cast<double>(uniform_int(rng, 0, 1));
     case DType::i8:
       if (v == Values::positive) return static_cast<double>(uniform_int(rng, 1, 9));
       if (v == Values::wide) return static_cast<double>(uniform_int(rng, -128, 127));
@@ -131,35 +162,42 @@ inline double random_value(Rng& rng, DType t, Values v) {
 
 enum class Layout : uint8_t {
   contiguous,
-  strided,     // every 2nd element of the last dim, every 3rd row of the first
-  transposed,  // stored with the dims in reverse order (Fortran order)
-  offset,      // a sub-block starting at (1, 2, 1, ...) of a padded buffer (not 64-byte aligned)
-  negative,    // first and last dims walked backwards (negative strides)
-  zero_stride, // one dim of extent > 1 with stride 0 (a numpy broadcast view)
-  mixed,       // a random combination of the above
+  strided,      // every 2nd element of the last dim, every 3rd row of the first
+  transposed,   // stored with the dims in reverse order (Fortran order)
+  offset,       // a sub-block starting at (1, 2, 1, ...) of a padded buffer (not 64-byte aligned)
+  negative,     // first and last dims walked backwards (negative strides)
+  zero_stride,  // one dim of extent > 1 with stride 0 (a numpy broadcast view)
+  mixed,        // a random combination of the above
 };
 inline const std::vector<Layout>& all_layouts() {
-  static const std::vector<Layout> v = {Layout::contiguous, Layout::strided,     Layout::transposed,
-                                        Layout::offset,     Layout::negative,    Layout::zero_stride,
+  static const std::vector<Layout> v = {Layout::contiguous, Layout::strided,  Layout::transposed,
+                                        Layout::offset,     Layout::negative, Layout::zero_stride,
                                         Layout::mixed};
   return v;
 }
 inline const char* layout_name(Layout l) {
   switch (l) {
-    case Layout::contiguous: return "contiguous";
-    case Layout::strided: return "strided";
-    case Layout::transposed: return "transposed";
-    case Layout::offset: return "offset";
-    case Layout::negative: return "negative";
-    case Layout::zero_stride: return "zero_stride";
-    case Layout::mixed: return "mixed";
+    case Layout::contiguous:
+      return "contiguous";
+    case Layout::strided:
+      return "strided";
+    case Layout::transposed:
+      return "transposed";
+    case Layout::offset:
+      return "offset";
+    case Layout::negative:
+      return "negative";
+    case Layout::zero_stride:
+      return "zero_stride";
+    case Layout::mixed:
+      return "mixed";
   }
   return "?";
 }
 
 struct TestArray {
   std::shared_ptr<uint8_t[]> storage;  // keeps the buffer alive (64-byte aligned start)
-  Array array;                          // the view given to kiln and to HostTensor::from_array
+  Array array;                         // the view given to kiln and to HostTensor::from_array
   Layout layout = Layout::contiguous;
 
   std::string describe() const {
@@ -193,12 +231,16 @@ inline TestArray make_array(Rng& rng, std::vector<int64_t> shape, DType dtype,
   auto apply = [&](Layout l) {
     if (n == 0) return;
     switch (l) {
-      case Layout::contiguous: case Layout::mixed: break;
+      case Layout::contiguous:
+      case Layout::mixed:
+        break;
       case Layout::strided:
         step[n - 1] = 2;
         if (n > 1) step[0] = 3;
         break;
-      case Layout::transposed: std::reverse(perm.begin(), perm.end()); break;
+      case Layout::transposed:
+        std::reverse(perm.begin(), perm.end());
+        break;
       case Layout::offset:
         for (size_t i = 0; i < n; ++i) {
           off[i] = i % 2 == 0 ? 1 : 2;
@@ -240,7 +282,8 @@ inline TestArray make_array(Rng& rng, std::vector<int64_t> shape, DType dtype,
   TestArray t;
   t.layout = layout;
   t.storage = detail::aligned_buffer(static_cast<size_t>(acc) * esize);
-  for (int64_t i = 0; i < acc; ++i) store_value(t.storage.get() + i * esize, dtype, detail::sentinel(dtype));
+  for (int64_t i = 0; i < acc; ++i)
+    store_value(t.storage.get() + i * esize, dtype, detail::sentinel(dtype));
   int64_t base = 0;
   std::vector<int64_t> strides(n);
   for (size_t i = 0; i < n; ++i) {
@@ -267,7 +310,8 @@ inline TestArray make_array(Rng& rng, std::vector<int64_t> shape, DType dtype,
 }
 
 // An array holding given values (row-major), contiguous.
-inline TestArray make_array_from(std::vector<int64_t> shape, DType dtype, const std::vector<double>& vals) {
+inline TestArray make_array_from(std::vector<int64_t> shape, DType dtype,
+                                 const std::vector<double>& vals) {
   Rng rng(0);
   TestArray t = make_array(rng, shape, dtype);
   const size_t esize = kiln::dtype_size(dtype);
@@ -290,14 +334,19 @@ struct Tol {
 };
 inline Tol tol_for(DType t, double scale = 1) {
   switch (t) {
-    case DType::f32: return {1.3e-6 * scale, 1e-5 * scale};
-    case DType::f64: return {1e-12 * scale, 1e-12 * scale};
+    case DType::f32:
+      return {1.3e-6 * scale, 1e-5 * scale};
+    case DType::f64:
+      return {1e-12 * scale, 1e-12 * scale};
     // float16 has 11 significant bits: one rounding step (what separates "computed in float32 and
     // rounded once at the store" from the double-precision oracle rounded once) is up to 2^-10
     // = 9.8e-4 relative, right at CONVENTIONS' 1e-3; 2e-3 allows that one step with margin.
-    case DType::f16: return {2e-3 * scale, 1e-5 * scale};
-    case DType::bf16: return {1.6e-2 * scale, 1e-5 * scale};
-    default: return {0, 0};
+    case DType::f16:
+      return {2e-3 * scale, 1e-5 * scale};
+    case DType::bf16:
+      return {1.6e-2 * scale, 1e-5 * scale};
+    default:
+      return {0, 0};
   }
 }
 
@@ -334,21 +383,25 @@ inline bool assert_close(const Array& got, const HostTensor& want, Tol tol,
   for (size_t i = 0; i < want.values.size(); ++i) {
     double a = g.values[i], b = want.values[i];
     bool ok;
-    if (std::isnan(a) || std::isnan(b)) ok = std::isnan(a) && std::isnan(b);
-    else if (exact || std::isinf(b)) ok = a == b;
-    else ok = std::fabs(a - b) <= tol.atol + tol.rtol * std::fabs(b);
+    if (std::isnan(a) || std::isnan(b))
+      ok = std::isnan(a) && std::isnan(b);
+    else if (exact || std::isinf(b))
+      ok = a == b;
+    else
+      ok = std::fabs(a - b) <= tol.atol + tol.rtol * std::fabs(b);
     if (!ok) {
       if (bad < 10)
-        msg << "\n  at " << dims_str(unravel(static_cast<int64_t>(i), want.shape)) << ": got "
-            << a << ", want " << b << " (diff " << std::fabs(a - b) << ")";
+        msg << "\n  at " << dims_str(unravel(static_cast<int64_t>(i), want.shape)) << ": got " << a
+            << ", want " << b << " (diff " << std::fabs(a - b) << ")";
       if (std::isfinite(a) && std::isfinite(b)) worst = std::max(worst, std::fabs(a - b));
       ++bad;
     }
   }
   if (bad) {
-    msg << "\n" << bad << " of " << want.values.size() << " elements differ (" << dt(want.dtype)
-        << dims_str(want.shape) << ", rtol " << tol.rtol << " atol " << tol.atol << ", worst abs diff "
-        << worst << ")";
+    msg << "\n"
+        << bad << " of " << want.values.size() << " elements differ (" << dt(want.dtype)
+        << dims_str(want.shape) << ", rtol " << tol.rtol << " atol " << tol.atol
+        << ", worst abs diff " << worst << ")";
     FAIL_CHECK(msg.str());
     return false;
   }
@@ -387,30 +440,33 @@ kiln::TraceFn as_trace_fn(F fn) {
 }
 
 template <typename F>
-  requires(!std::is_same_v<std::decay_t<F>, kiln::TraceFn>)
-kiln::ir::Graph trace_graph(F& fn, const std::vector<Array>& inputs) {
+requires(!std::is_same_v<std::decay_t<F>, kiln::TraceFn>) kiln::ir::Graph
+    trace_graph(F& fn, const std::vector<Array>& inputs) {
   constexpr int n = kiln::detail::FnTraits<std::decay_t<F>>::arity;
   REQUIRE(static_cast<int>(inputs.size()) == n);
   return trace_graph(as_trace_fn(fn), inputs);
 }
 
-inline std::vector<HostTensor> reference(const kiln::ir::Graph& g, const std::vector<Array>& inputs) {
+inline std::vector<HostTensor> reference(const kiln::ir::Graph& g,
+                                         const std::vector<Array>& inputs) {
   std::vector<HostTensor> hs;
   for (const Array& a : inputs) hs.push_back(HostTensor::from_array(a));
   return kiln::ir::interpret(g, hs);
 }
 
 struct CheckOptions {
-  double tol_scale = 1;         // widen tolerances (reductions, matmul)
-  std::string label;            // printed on failure (op, seed, ...)
+  double tol_scale = 1;            // widen tolerances (reductions, matmul)
+  std::string label;               // printed on failure (op, seed, ...)
   bool call_into_outputs = false;  // use f.call with caller-owned outputs instead of f(inputs)
   const kiln::Function* function = nullptr;  // reuse this Function instead of kiln::jit(fn)
-  std::optional<Tol> tol = std::nullopt;  // for floating outputs: this instead of tol_for(dtype, tol_scale)
+  std::optional<Tol> tol =
+      std::nullopt;  // for floating outputs: this instead of tol_for(dtype, tol_scale)
 };
 
 inline std::string describe_inputs(const std::vector<TestArray>& ins) {
   std::string s;
-  for (size_t i = 0; i < ins.size(); ++i) s += "\n  arg " + std::to_string(i) + ": " + ins[i].describe();
+  for (size_t i = 0; i < ins.size(); ++i)
+    s += "\n  arg " + std::to_string(i) + ": " + ins[i].describe();
   return s;
 }
 
@@ -455,9 +511,11 @@ inline bool check_traced(const kiln::TraceFn& body, const kiln::Function& f,
   bool ok = true;
   for (size_t i = 0; i < got.size(); ++i)
     ok = assert_close(got[i], want[i],
-                      opt.tol && kiln::is_floating(want[i].dtype) ? *opt.tol
-                                                                  : tol_for(want[i].dtype, opt.tol_scale),
-                      context + (got.size() > 1 ? "\noutput " + std::to_string(i) : "")) && ok;
+                      opt.tol && kiln::is_floating(want[i].dtype)
+                          ? *opt.tol
+                          : tol_for(want[i].dtype, opt.tol_scale),
+                      context + (got.size() > 1 ? "\noutput " + std::to_string(i) : "")) &&
+         ok;
   return ok;
 }
 

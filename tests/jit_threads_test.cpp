@@ -76,7 +76,8 @@ TEST_CASE("jit threads: 16 threads call one function with a cold cache: one comp
   CHECK(traces.load() == 2);  // one for the compile, one for the reference above
 }
 
-TEST_CASE("jit threads: a compile error reaches every concurrent waiter and is not cached", "[jit][threads]") {
+TEST_CASE("jit threads: a compile error reaches every concurrent waiter and is not cached",
+          "[jit][threads]") {
   Rng rng(101);
   std::atomic<int> traces{0};
   auto fn = [&traces](Tensor a, Tensor b) {
@@ -102,7 +103,8 @@ TEST_CASE("jit threads: a compile error reaches every concurrent waiter and is n
   for (int i = 0; i < 16; ++i) {
     INFO("thread " << i << ": " << res[i].error);
     CHECK(res[i].shape_error);
-    CHECK_THAT(res[i].error, Catch::Matchers::Contains("[4,6]") && Catch::Matchers::Contains("[5]"));
+    CHECK_THAT(res[i].error,
+               Catch::Matchers::Contains("[4,6]") && Catch::Matchers::Contains("[5]"));
   }
   // Single flight for errors too: far fewer traces than callers (callers arriving after the
   // failure may trace again, since errors are not cached).
@@ -112,11 +114,13 @@ TEST_CASE("jit threads: a compile error reaches every concurrent waiter and is n
   int before = traces.load();
   CHECK_THROWS_AS(f({a.array, bad.array}), kiln::ShapeError);
   CHECK(traces.load() == before + 1);
-  check_against_reference(fn, {a, good}, {.label = "good call after concurrent errors", .function = &f});
+  check_against_reference(fn, {a, good},
+                          {.label = "good call after concurrent errors", .function = &f});
   CHECK(f.stats().compiles == 1);
 }
 
-TEST_CASE("jit threads: many threads calling different functions and signatures", "[jit][threads]") {
+TEST_CASE("jit threads: many threads calling different functions and signatures",
+          "[jit][threads]") {
   // 4 functions x 3 shapes; 16 threads each call every (function, shape) pair in their own order.
   std::vector<std::function<Tensor(Tensor)>> bodies = {
       [](Tensor x) { return kiln::tanh(x) * 2.0 + 1.0; },
@@ -127,7 +131,8 @@ TEST_CASE("jit threads: many threads calling different functions and signatures"
   std::vector<kiln::Function> fs;
   for (auto& b : bodies) fs.push_back(kiln::jit([b](Tensor x) { return b(x); }));
   Rng rng(102);
-  std::vector<TestArray> ins = {make_array(rng, {7, 9}, DType::f32), make_array(rng, {33, 17}, DType::f32),
+  std::vector<TestArray> ins = {make_array(rng, {7, 9}, DType::f32),
+                                make_array(rng, {33, 17}, DType::f32),
                                 make_array(rng, {1, 130}, DType::f32, Layout::offset)};
   // Expected results.
   std::vector<std::vector<HostTensor>> want(fs.size());
@@ -138,7 +143,8 @@ TEST_CASE("jit threads: many threads calling different functions and signatures"
       want[fi].push_back(reference(trace_graph(l, {in.array}), {in.array})[0]);
     }
   constexpr int kThreads = 16, kRounds = 5;
-  std::vector<std::vector<Outcome>> res(kThreads, std::vector<Outcome>(fs.size() * ins.size() * kRounds));
+  std::vector<std::vector<Outcome>> res(kThreads,
+                                        std::vector<Outcome>(fs.size() * ins.size() * kRounds));
   run_together(kThreads, [&](int t) {
     std::mt19937_64 order(static_cast<uint64_t>(t));
     std::vector<size_t> jobs(fs.size() * ins.size());
@@ -173,7 +179,9 @@ TEST_CASE("jit threads: many threads calling different functions and signatures"
 
 TEST_CASE("jit threads: f.call into caller-owned outputs from many threads", "[jit][threads]") {
   Rng rng(103);
-  auto fn = [](Tensor x, Tensor y) { return std::vector<Tensor>{kiln::exp(x) * y, (x * y).sum(0)}; };
+  auto fn = [](Tensor x, Tensor y) {
+    return std::vector<Tensor>{kiln::exp(x) * y, (x * y).sum(0)};
+  };
   kiln::Function f = kiln::jit(fn);
   constexpr int kThreads = 16;
   std::vector<TestArray> xs, ys;

@@ -18,7 +18,11 @@ TEST_CASE("cache keys are length-prefixed: moving a byte between fields changes 
 }
 
 TEST_CASE("a manifest round-trips and re-derives the same digest", "[key]") {
-  CacheKey k = KeyBuilder().add("kiln", "0.1.0").add("group", "elementwise; L0:float32[4]").add("n", int64_t{7}).finish();
+  CacheKey k = KeyBuilder()
+                   .add("kiln", "0.1.0")
+                   .add("group", "elementwise; L0:float32[4]")
+                   .add("n", int64_t{7})
+                   .finish();
   std::vector<std::pair<std::string, std::string>> fields;
   REQUIRE(kiln::cache::parse_manifest(k.manifest(), fields));
   REQUIRE(fields == k.fields);
@@ -35,7 +39,8 @@ struct CountedKernel : kiln::CompiledKernel {
 };
 }  // namespace
 
-TEST_CASE("memory cache evicts least recently used and frees unreferenced kernels", "[memory_cache]") {
+TEST_CASE("memory cache evicts least recently used and frees unreferenced kernels",
+          "[memory_cache]") {
   int live = 0;
   kiln::cache::MemoryCache mc(2, 1 << 30);
   auto key = [](int i) { return KeyBuilder().add("i", int64_t{i}).finish(); };
@@ -76,7 +81,8 @@ TEST_CASE("signatures separate dtype, shape, stride class and alignment", "[sign
   REQUIRE_FALSE(base == sig(kiln::Array::view(buf, {4, 8}, kiln::i32)));
   REQUIRE_FALSE(base == sig(kiln::Array::view(buf, {4, 8}, kiln::f32, {1, 4})));
   REQUIRE_FALSE(base == sig(kiln::Array::view(buf + 1, {4, 8}, kiln::f32)));
-  REQUIRE(sig(kiln::Array::view(buf, {4, 8}, kiln::f32, {1, 4})).str().find("strided") != std::string::npos);
+  REQUIRE(sig(kiln::Array::view(buf, {4, 8}, kiln::f32, {1, 4})).str().find("strided") !=
+          std::string::npos);
 }
 
 TEST_CASE("device detection reports consistent features", "[device]") {

@@ -11,7 +11,8 @@ Shape s(std::vector<int64_t> d) { return concrete_shape(d); }
 
 TEST_CASE("an elementwise chain is one kernel", "[fusion]") {
   auto x = make_input(0, kiln::DType::f32, s({4, 8}));
-  auto y = make_unary(Op::Exp, make_binary(Op::Add, make_binary(Op::Mul, x, x), make_scalar(1, kiln::DType::f32)));
+  auto y = make_unary(
+      Op::Exp, make_binary(Op::Add, make_binary(Op::Mul, x, x), make_scalar(1, kiln::DType::f32)));
   Graph g{{x}, {y}};
   FusionPlan p = fuse(g);
   REQUIRE(p.groups.size() == 1);

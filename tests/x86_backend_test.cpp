@@ -58,13 +58,15 @@ TEST_CASE("linear + bias + gelu + residual runs as one x86 kernel", "[x86][backe
   REQUIRE(ins.kernels[0].asm_text.find("vfmadd231ps") != std::string::npos);
 }
 
-TEST_CASE("an epilogue the GEMM cannot fuse is split off; the matmul stays on x86", "[x86][backend]") {
+TEST_CASE("an epilogue the GEMM cannot fuse is split off; the matmul stays on x86",
+          "[x86][backend]") {
   const int64_t m = 9, k = 16, n = 20;
   auto x = random_values(m * k, 5), w = random_values(k * n, 6);
   kiln::Function f = kiln::jit([](kiln::Tensor x, kiln::Tensor w) {
     return kiln::tanh(kiln::matmul(x, w)) * 3.0;  // tanh is not an x86 epilogue
   });
-  auto out = f({kiln::Array::view(x.data(), {m, k}, kiln::f32), kiln::Array::view(w.data(), {k, n}, kiln::f32)});
+  auto out = f({kiln::Array::view(x.data(), {m, k}, kiln::f32),
+                kiln::Array::view(w.data(), {k, n}, kiln::f32)});
   REQUIRE(kernels_on(f, "x86") == 1);
   REQUIRE(kernels_on(f, "llvm") == 1);
   for (int64_t i = 0; i < m; ++i)
@@ -82,7 +84,8 @@ TEST_CASE("transposed, strided and batched operands are read in place", "[x86][b
   kiln::Function f = kiln::jit([](kiln::Tensor a, kiln::Tensor w) {
     return kiln::matmul(kiln::transpose(a, {0, 2, 1}), w.T());
   });
-  auto out = f({kiln::Array::view(a.data(), {batch, k, m}, kiln::f32), kiln::Array::view(w.data(), {n, k}, kiln::f32)});
+  auto out = f({kiln::Array::view(a.data(), {batch, k, m}, kiln::f32),
+                kiln::Array::view(w.data(), {n, k}, kiln::f32)});
   REQUIRE(kernels_on(f, "x86") == 1);
   for (int64_t bi = 0; bi < batch; ++bi)
     for (int64_t i = 0; i < m; ++i)
@@ -93,7 +96,8 @@ TEST_CASE("transposed, strided and batched operands are read in place", "[x86][b
       }
 }
 
-TEST_CASE("a constant weight is prepacked and different weights never share a kernel", "[x86][backend]") {
+TEST_CASE("a constant weight is prepacked and different weights never share a kernel",
+          "[x86][backend]") {
   const int64_t m = 4, k = 8, n = 12;
   auto x = random_values(m * k, 9);
   for (uint32_t seed : {10u, 11u}) {
@@ -115,7 +119,8 @@ TEST_CASE("a constant weight is prepacked and different weights never share a ke
 TEST_CASE("float64 matmul is not x86 work and is not a fallback", "[x86][backend]") {
   std::vector<double> a(6, 1.0), b(6, 2.0);
   kiln::Function f = kiln::jit([](kiln::Tensor a, kiln::Tensor b) { return kiln::matmul(a, b); });
-  auto out = f({kiln::Array::view(a.data(), {2, 3}, kiln::f64), kiln::Array::view(b.data(), {3, 2}, kiln::f64)});
+  auto out = f({kiln::Array::view(a.data(), {2, 3}, kiln::f64),
+                kiln::Array::view(b.data(), {3, 2}, kiln::f64)});
   REQUIRE(out[0].data<double>()[0] == 6.0);
   REQUIRE(kernels_on(f, "llvm") == 1);
   REQUIRE(f.stats().fallbacks == 0);

@@ -29,7 +29,8 @@ TEST_CASE("x86 gemm: shape sweep, row-major operands", "[x86][gemm]") {
   std::vector<Shape> shapes;
   // Sparse cross of 1..33: every (M, N) pair with a K that rotates through the list.
   for (size_t i = 0; i < small.size(); ++i)
-    for (size_t j = 0; j < small.size(); ++j) shapes.push_back({small[i], small[j], small[(i * 7 + j * 3) % small.size()]});
+    for (size_t j = 0; j < small.size(); ++j)
+      shapes.push_back({small[i], small[j], small[(i * 7 + j * 3) % small.size()]});
   const std::vector<int64_t> large = {64, 127, 128, 129, 255, 256, 511, 1000, 1024};
   for (size_t i = 0; i < large.size(); ++i) {
     const int64_t d = large[i], o = small[(i * 5) % small.size()];
@@ -40,13 +41,21 @@ TEST_CASE("x86 gemm: shape sweep, row-major operands", "[x86][gemm]") {
     shapes.push_back({d, 1, d});
     shapes.push_back({d, d, o});
   }
-  for (Shape s : std::vector<Shape>{{64, 64, 64}, {128, 128, 128}, {129, 255, 511}, {256, 1000, 129}, {1000, 129, 256},
-                                    {511, 127, 1024}, {128, 1024, 1000}, {255, 256, 1024}, {1, 4096, 300}})
+  for (Shape s : std::vector<Shape>{{64, 64, 64},
+                                    {128, 128, 128},
+                                    {129, 255, 511},
+                                    {256, 1000, 129},
+                                    {1000, 129, 256},
+                                    {511, 127, 1024},
+                                    {128, 1024, 1000},
+                                    {255, 256, 1024},
+                                    {1, 4096, 300}})
     shapes.push_back(s);
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
       INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K);
-      Case c(s, Layout::row_major, Layout::row_major, EpiKind{}, uint32_t(s.M * 131 + s.N * 7 + s.K));
+      Case c(s, Layout::row_major, Layout::row_major, EpiKind{},
+             uint32_t(s.M * 131 + s.N * 7 + s.K));
       c.run(pool2(), isa);
       CHECK(c.max_violation() <= 1.0);
     }
@@ -54,16 +63,17 @@ TEST_CASE("x86 gemm: shape sweep, row-major operands", "[x86][gemm]") {
 }
 
 TEST_CASE("x86 gemm: transposed, strided and offset operands", "[x86][gemm]") {
-  const std::vector<Shape> shapes = {{1, 1, 1},    {5, 7, 3},      {16, 16, 16},   {23, 57, 91},  {1, 300, 77},
-                                     {4, 200, 40}, {64, 64, 64},   {33, 17, 129},  {129, 65, 300}, {200, 1, 70},
-                                     {300, 260, 400}, {17, 1000, 33}};
-  const Layout layouts[] = {Layout::row_major, Layout::transposed, Layout::strided, Layout::broadcast_row};
+  const std::vector<Shape> shapes = {{1, 1, 1},      {5, 7, 3},    {16, 16, 16},    {23, 57, 91},
+                                     {1, 300, 77},   {4, 200, 40}, {64, 64, 64},    {33, 17, 129},
+                                     {129, 65, 300}, {200, 1, 70}, {300, 260, 400}, {17, 1000, 33}};
+  const Layout layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
+                            Layout::broadcast_row};
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
       for (Layout la : layouts) {
         for (Layout lb : layouts) {
-          INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " A " << layout_name(la) << " B "
-                             << layout_name(lb));
+          INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " A " << layout_name(la)
+                             << " B " << layout_name(lb));
           Case c(s, la, lb, EpiKind{}, uint32_t(s.M + 3 * s.N + 11 * s.K + int(la) * 5 + int(lb)));
           c.run(pool2(), isa);
           CHECK(c.max_violation() <= 1.0);
@@ -76,19 +86,21 @@ TEST_CASE("x86 gemm: transposed, strided and offset operands", "[x86][gemm]") {
 TEST_CASE("x86 gemm: every epilogue on every path", "[x86][gemm][epilogue]") {
   // direct (small), skinny (M <= 8, one and several K blocks), packed with one and with several K
   // blocks, edges everywhere.
-  const std::vector<Shape> shapes = {{1, 1, 1},     {3, 5, 2},     {16, 16, 16},    {23, 57, 91},  {1, 4096, 64},
-                                     {6, 333, 100}, {64, 64, 64},  {100, 130, 50},  {77, 200, 700}, {128, 96, 1024},
-                                     {1, 300, 1100}, {5, 260, 1300}};
-  const Activation acts[] = {Activation::none, Activation::relu, Activation::gelu, Activation::gelu_tanh,
-                             Activation::silu};
+  const std::vector<Shape> shapes = {{1, 1, 1},       {3, 5, 2},      {16, 16, 16},
+                                     {23, 57, 91},    {1, 4096, 64},  {6, 333, 100},
+                                     {64, 64, 64},    {100, 130, 50}, {77, 200, 700},
+                                     {128, 96, 1024}, {1, 300, 1100}, {5, 260, 1300}};
+  const Activation acts[] = {Activation::none, Activation::relu, Activation::gelu,
+                             Activation::gelu_tanh, Activation::silu};
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
       int variant = 0;
       for (Activation act : acts) {
         for (int flags = 0; flags < 8; ++flags) {
           EpiKind e{act, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0};
-          INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " act " << int(act) << " bias " << e.bias
-                             << " scale " << e.scale << " residual " << e.residual);
+          INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " act " << int(act)
+                             << " bias " << e.bias << " scale " << e.scale << " residual "
+                             << e.residual);
           // Alternate layouts so epilogues are also seen with transposed operands.
           const Layout la = variant % 3 == 1 ? Layout::transposed : Layout::row_major;
           const Layout lb = variant % 4 == 2 ? Layout::transposed : Layout::row_major;
@@ -105,9 +117,11 @@ TEST_CASE("x86 gemm: every epilogue on every path", "[x86][gemm][epilogue]") {
 TEST_CASE("x86 gemm: activations over a wide input range", "[x86][gemm][epilogue]") {
   // K = 1 and A = 1 puts B's values (-30..30) straight into the activation.
   for (Isa isa : supported_isas()) {
-    for (Activation act : {Activation::relu, Activation::gelu, Activation::gelu_tanh, Activation::silu}) {
+    for (Activation act :
+         {Activation::relu, Activation::gelu, Activation::gelu_tanh, Activation::silu}) {
       INFO(isa_name(isa) << " act " << int(act));
-      Case c({3, 1200, 1}, Layout::row_major, Layout::row_major, EpiKind{act, true, false, false}, 7);
+      Case c({3, 1200, 1}, Layout::row_major, Layout::row_major, EpiKind{act, true, false, false},
+             7);
       c.fill_ramp_b(-30.0f, 30.0f);
       c.run(pool2(), isa);
       CHECK(c.max_violation() <= 1.0);
@@ -116,12 +130,14 @@ TEST_CASE("x86 gemm: activations over a wide input range", "[x86][gemm][epilogue
 }
 
 TEST_CASE("x86 gemm: batched with broadcast batch dims", "[x86][gemm][batched]") {
-  const std::vector<Shape> shapes = {{4, 5, 6}, {16, 16, 16}, {1, 100, 64}, {70, 90, 110}, {130, 70, 300}};
+  const std::vector<Shape> shapes = {
+      {4, 5, 6}, {16, 16, 16}, {1, 100, 64}, {70, 90, 110}, {130, 70, 300}};
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
       for (int mode = 0; mode < 3; ++mode) {  // 0: all batched, 1: B broadcast, 2: A broadcast
         INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " mode " << mode);
-        BatchedCase bc(s, 5, mode != 2, mode != 1, EpiKind{Activation::silu, true, false, true}, uint32_t(mode + s.K));
+        BatchedCase bc(s, 5, mode != 2, mode != 1, EpiKind{Activation::silu, true, false, true},
+                       uint32_t(mode + s.K));
         bc.run(pool2(), isa);
         CHECK(bc.max_violation() <= 1.0);
       }
@@ -130,12 +146,14 @@ TEST_CASE("x86 gemm: batched with broadcast batch dims", "[x86][gemm][batched]")
 }
 
 TEST_CASE("x86 gemm: prepacked B", "[x86][gemm][prepacked]") {
-  const std::vector<Shape> shapes = {{1, 1, 1}, {3, 50, 7}, {128, 96, 1024}, {130, 257, 300}, {1, 4096, 64}};
+  const std::vector<Shape> shapes = {
+      {1, 1, 1}, {3, 50, 7}, {128, 96, 1024}, {130, 257, 300}, {1, 4096, 64}};
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
       for (Layout lb : {Layout::row_major, Layout::transposed}) {
         INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " B " << layout_name(lb));
-        Case c(s, Layout::row_major, lb, EpiKind{Activation::gelu, true, true, false}, uint32_t(s.N));
+        Case c(s, Layout::row_major, lb, EpiKind{Activation::gelu, true, true, false},
+               uint32_t(s.N));
         auto packed = pack_b(c.b_ref(), s.K, s.N, isa);
         // Run twice: the packed B is reused, never modified.
         c.run_prepacked(pool2(), *packed);
@@ -149,9 +167,11 @@ TEST_CASE("x86 gemm: prepacked B", "[x86][gemm][prepacked]") {
 
 TEST_CASE("x86 gemm: empty and degenerate shapes", "[x86][gemm]") {
   for (Isa isa : supported_isas()) {
-    for (Shape s : std::vector<Shape>{{0, 5, 5}, {5, 0, 5}, {5, 5, 0}, {1, 1, 0}, {300, 300, 0}, {40, 1, 0}}) {
+    for (Shape s : std::vector<Shape>{
+             {0, 5, 5}, {5, 0, 5}, {5, 5, 0}, {1, 1, 0}, {300, 300, 0}, {40, 1, 0}}) {
       INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K);
-      Case c(s, Layout::row_major, Layout::row_major, EpiKind{Activation::relu, true, false, true}, 3);
+      Case c(s, Layout::row_major, Layout::row_major, EpiKind{Activation::relu, true, false, true},
+             3);
       c.run(pool2(), isa);
       CHECK(c.max_violation() <= 1.0);
     }
@@ -197,7 +217,8 @@ TEST_CASE("x86 gemm: concurrent callers share the registry and plans", "[x86][ge
   CHECK(failures.load() == 0);
 }
 
-TEST_CASE("x86 gemm: large blocking (threads split M or N, several MC, NC and K blocks)", "[x86][gemm][blocking]") {
+TEST_CASE("x86 gemm: large blocking (threads split M or N, several MC, NC and K blocks)",
+          "[x86][gemm][blocking]") {
   // Each thread owns a block of C and packs its own A (MC x KC) and B (KC x NC) blocks: shapes that
   // give a thread several MC blocks (split M), several NC blocks (split N), three K blocks (first,
   // middle, last kernels) and edges in M and N; on pools of 1, 2 and 3 threads; B packed from
@@ -213,8 +234,9 @@ TEST_CASE("x86 gemm: large blocking (threads split M or N, several MC, NC and K 
         const EpiKind e{epi ? Activation::gelu : Activation::none, epi, epi, epi};
         const Layout la = variant % 3 == 2 ? Layout::transposed : Layout::row_major;
         const Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
-        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << pool->num_threads() << " A "
-                           << layout_name(la) << " B " << layout_name(lb) << " epilogue " << epi);
+        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads "
+                           << pool->num_threads() << " A " << layout_name(la) << " B "
+                           << layout_name(lb) << " epilogue " << epi);
         Case c(s, la, lb, e, uint32_t(7000 + variant));
         c.run(*pool, isa);
         CHECK(c.max_violation() <= 1.0);

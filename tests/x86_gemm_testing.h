@@ -20,10 +20,14 @@ struct Shape {
 enum class Layout { row_major, transposed, strided, broadcast_row };
 inline const char* layout_name(Layout l) {
   switch (l) {
-    case Layout::row_major: return "row_major";
-    case Layout::transposed: return "transposed";
-    case Layout::strided: return "strided";
-    case Layout::broadcast_row: return "broadcast_row";
+    case Layout::row_major:
+      return "row_major";
+    case Layout::transposed:
+      return "transposed";
+    case Layout::strided:
+      return "strided";
+    case Layout::broadcast_row:
+      return "broadcast_row";
   }
   return "?";
 }
@@ -60,27 +64,43 @@ struct Operand {
   Operand(int64_t rows, int64_t cols, Layout layout, Rng& rng) {
     int64_t rs = 0, cs = 0, offset = 0, size = 0;
     switch (layout) {
-      case Layout::row_major: rs = cols, cs = 1, size = rows * cols; break;
-      case Layout::transposed: rs = 1, cs = rows, size = rows * cols; break;
-      case Layout::strided: rs = 2 * cols + 3, cs = 2, offset = 5, size = rows * rs; break;
-      case Layout::broadcast_row: rs = 0, cs = 1, size = cols; break;
+      case Layout::row_major:
+        rs = cols, cs = 1, size = rows * cols;
+        break;
+      case Layout::transposed:
+        rs = 1, cs = rows, size = rows * cols;
+        break;
+      case Layout::strided:
+        rs = 2 * cols + 3, cs = 2, offset = 5, size = rows * rs;
+        break;
+      case Layout::broadcast_row:
+        rs = 0, cs = 1, size = cols;
+        break;
     }
     storage.resize(size_t(offset + size + 1));
     for (float& v : storage) v = rng.uniform();
     ref = MatrixRef{storage.data() + offset, rs, cs};
   }
-  double at(int64_t i, int64_t j) const { return ref.data[i * ref.row_stride + j * ref.col_stride]; }
-  float& mut(int64_t i, int64_t j) { return const_cast<float&>(ref.data[i * ref.row_stride + j * ref.col_stride]); }
+  double at(int64_t i, int64_t j) const {
+    return ref.data[i * ref.row_stride + j * ref.col_stride];
+  }
+  float& mut(int64_t i, int64_t j) {
+    return const_cast<float&>(ref.data[i * ref.row_stride + j * ref.col_stride]);
+  }
 };
 
 inline double apply_act(Activation act, double y) {
   switch (act) {
-    case Activation::none: return y;
-    case Activation::relu: return y > 0 ? y : 0;
-    case Activation::gelu: return 0.5 * y * (1.0 + std::erf(y / std::sqrt(2.0)));
+    case Activation::none:
+      return y;
+    case Activation::relu:
+      return y > 0 ? y : 0;
+    case Activation::gelu:
+      return 0.5 * y * (1.0 + std::erf(y / std::sqrt(2.0)));
     case Activation::gelu_tanh:
       return 0.5 * y * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (y + 0.044715 * y * y * y)));
-    case Activation::silu: return y / (1.0 + std::exp(-y));
+    case Activation::silu:
+      return y / (1.0 + std::exp(-y));
   }
   return y;
 }
@@ -106,7 +126,8 @@ class Case {
     for (int64_t i = 0; i < s_.M; ++i)
       for (int64_t k = 0; k < s_.K; ++k) a_.mut(i, k) = 1.0f;
     for (int64_t k = 0; k < s_.K; ++k)
-      for (int64_t j = 0; j < s_.N; ++j) b_.mut(k, j) = lo + (hi - lo) * float(j) / float(std::max<int64_t>(1, s_.N - 1));
+      for (int64_t j = 0; j < s_.N; ++j)
+        b_.mut(k, j) = lo + (hi - lo) * float(j) / float(std::max<int64_t>(1, s_.N - 1));
   }
 
   GemmProblem problem() {
@@ -125,7 +146,9 @@ class Case {
     return p;
   }
   void run(ThreadPool& pool, Isa isa) { gemm(problem(), pool, isa); }
-  void run_prepacked(ThreadPool& pool, const PackedB& packed) { gemm_prepacked(problem(), packed, pool); }
+  void run_prepacked(ThreadPool& pool, const PackedB& packed) {
+    gemm_prepacked(problem(), packed, pool);
+  }
 
   // max over C of |got - ref| / tolerance (> 1 fails); infinity if anything outside C changed.
   double max_violation() const {
@@ -153,7 +176,8 @@ class Case {
         }
         const double got = c_[size_t(1 + i * ldc_ + j)];
         if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
-        const double tol = 1e-5 * (1.0 + mag) + 1.3e-6 * double(std::max<int64_t>(1, s_.K)) * std::fabs(y);
+        const double tol =
+            1e-5 * (1.0 + mag) + 1.3e-6 * double(std::max<int64_t>(1, s_.K)) * std::fabs(y);
         worst = std::max(worst, std::fabs(got - y) / tol);
       }
     }
@@ -195,7 +219,8 @@ class BatchedCase {
     p.epi.act = e_.act;
     p.epi.residual = e_.residual ? res_.data() : nullptr;
     p.epi.ld_residual = s_.N;
-    BatchStrides st{a_batched_ ? s_.M * s_.K : 0, b_batched_ ? s_.K * s_.N : 0, s_.M * s_.N, s_.M * s_.N};
+    BatchStrides st{a_batched_ ? s_.M * s_.K : 0, b_batched_ ? s_.K * s_.N : 0, s_.M * s_.N,
+                    s_.M * s_.N};
     gemm_batched(p, batch_, st, pool, isa);
   }
 

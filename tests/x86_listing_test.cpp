@@ -36,7 +36,8 @@ TEST_CASE("x86 listing: AVX-512 FMA on zmm with a {1to16} broadcast operand", "[
   for (auto p : {shape_only(16, 16, 16), shape_only(512, 512, 512)}) {
     const std::string listing = listing_for(p, Isa::avx512);
     INFO(listing.substr(0, 4000));
-    CHECK(std::regex_search(listing, std::regex(R"(vfmadd231ps zmm\d+, zmm\d+, dword ptr \[[^\]]+\] ?\{1to16\})")));
+    CHECK(std::regex_search(
+        listing, std::regex(R"(vfmadd231ps zmm\d+, zmm\d+, dword ptr \[[^\]]+\] ?\{1to16\})")));
     CHECK(listing.find("ymm") == std::string::npos);
   }
 }
@@ -54,7 +55,8 @@ TEST_CASE("x86 listing: AVX2 FMA on ymm", "[x86][listing]") {
   }
 }
 
-TEST_CASE("x86 kernels: codegen time is reported, each descriptor is generated once", "[x86][listing]") {
+TEST_CASE("x86 kernels: codegen time is reported, each descriptor is generated once",
+          "[x86][listing]") {
   for (Isa isa : {Isa::avx512, Isa::avx2}) {
     if (!isa_supported(isa)) continue;
     auto p = shape_only(300, 200, 1000);

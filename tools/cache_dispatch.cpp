@@ -14,7 +14,8 @@ int run_cache(const std::vector<std::string>& args) { return run_cache_command(a
 int run_inspect_cache_entry(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
-    std::fprintf(stderr, "kiln inspect: cannot open %s (expected a cache entry or a dump directory)\n",
+    std::fprintf(stderr,
+                 "kiln inspect: cannot open %s (expected a cache entry or a dump directory)\n",
                  path.c_str());
     return 1;
   }

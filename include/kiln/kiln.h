@@ -22,9 +22,9 @@ struct GpuInfo {
 
 // What kiln detects about this machine (Python: kiln.device_info()).
 struct DeviceInfo {
-  std::vector<std::string> cpu_features;         // usable, after the KILN_ISA cap
+  std::vector<std::string> cpu_features;           // usable, after the KILN_ISA cap
   std::vector<std::string> cpu_features_hardware;  // as the CPU and OS report them
-  std::string isa;                               // "avx512", "avx2" or "sse"
+  std::string isa;                                 // "avx512", "avx2" or "sse"
   std::string cpu_brand;
   int num_cores = 1;
   int num_threads = 1;  // kiln's pool

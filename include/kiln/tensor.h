@@ -33,8 +33,8 @@ struct Axes {
 struct Index {
   enum class Kind : uint8_t { integer, slice, new_axis, ellipsis };
   Kind kind = Kind::slice;
-  int64_t value = 0;                                   // integer
-  std::optional<int64_t> start, stop, step;            // slice
+  int64_t value = 0;                         // integer
+  std::optional<int64_t> start, stop, step;  // slice
   static Index at(int64_t i) { return {Kind::integer, i, {}, {}, {}}; }
   static Index slice(std::optional<int64_t> start = {}, std::optional<int64_t> stop = {},
                      std::optional<int64_t> step = {}) {
@@ -88,7 +88,8 @@ class ScopedTraceLocation {
 // A scalar constant of the given dtype (used when a C++ number meets a Tensor).
 Tensor scalar(double value, DType dtype, Loc loc = Loc::current());
 // A constant tensor from host data (copied); the trace owns it.
-Tensor constant(const void* data, std::vector<int64_t> shape, DType dtype, Loc loc = Loc::current());
+Tensor constant(const void* data, std::vector<int64_t> shape, DType dtype,
+                Loc loc = Loc::current());
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
@@ -147,8 +148,8 @@ Tensor max(const Tensor& x, Axes axes = {}, bool keepdims = false, Loc loc = Loc
 Tensor min(const Tensor& x, Axes axes = {}, bool keepdims = false, Loc loc = Loc::current());
 Tensor softmax(const Tensor& x, int axis = -1, Loc loc = Loc::current());
 Tensor log_softmax(const Tensor& x, int axis = -1, Loc loc = Loc::current());
-Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, int axis = -1,
-                  double eps = 1e-5, Loc loc = Loc::current());
+Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {},
+                  int axis = -1, double eps = 1e-5, Loc loc = Loc::current());
 Tensor rms_norm(const Tensor& x, const Tensor& weight = {}, int axis = -1, double eps = 1e-6,
                 Loc loc = Loc::current());
 struct Conv2dParams {

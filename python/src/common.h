@@ -43,11 +43,13 @@ struct ArgName {
 
 // Converts one call argument to a borrowed kiln::Array without copying where possible. `keep`
 // receives any temporary Python object (a dlpack import, a copy) that must outlive the call;
-// `scalar_slot` is storage for a Python scalar's value. Throws kiln::DTypeError naming the argument.
+// `scalar_slot` is storage for a Python scalar's value. Throws kiln::DTypeError naming the
+// argument.
 ArgKind to_array(PyObject* obj, kiln::Array& out, std::vector<nb::object>& keep,
                  uint64_t* scalar_slot, const ArgName& what);
 
-// A numpy array over `a` that owns (shares) its memory; copies only a borrowed array. New reference.
+// A numpy array over `a` that owns (shares) its memory; copies only a borrowed array. New
+// reference.
 PyObject* to_numpy(const kiln::Array& a);
 
 // A new C-contiguous numpy array of `dtype` and `shape` whose data numpy allocates (its small
@@ -67,7 +69,6 @@ size_t numpy_nbytes(PyObject* obj);
 
 // True when ml_dtypes' bfloat16 is available to numpy.
 bool has_bfloat16();
-
 
 void init_numpy(nb::module_& m);
 void init_tensor(nb::module_& m);

@@ -15,27 +15,50 @@ namespace kiln::py {
 
 namespace {
 
-int g_bf16_num = -1;                   // numpy type number of ml_dtypes.bfloat16
+int g_bf16_num = -1;                    // numpy type number of ml_dtypes.bfloat16
 PyArray_Descr* g_bf16_descr = nullptr;  // strong reference, never released
 
-const char* kSupported = "float32, float64, float16, bfloat16 (ml_dtypes), int8, int32, int64, bool";
+const char* kSupported =
+    "float32, float64, float16, bfloat16 (ml_dtypes), int8, int32, int64, bool";
 
 bool dtype_from_numpy(int type_num, DType& out) {
   switch (type_num) {
-    case NPY_FLOAT32: out = DType::f32; return true;
-    case NPY_FLOAT64: out = DType::f64; return true;
-    case NPY_FLOAT16: out = DType::f16; return true;
-    case NPY_INT8: out = DType::i8; return true;
-    case NPY_BOOL: out = DType::boolean; return true;
-    default: break;
+    case NPY_FLOAT32:
+      out = DType::f32;
+      return true;
+    case NPY_FLOAT64:
+      out = DType::f64;
+      return true;
+    case NPY_FLOAT16:
+      out = DType::f16;
+      return true;
+    case NPY_INT8:
+      out = DType::i8;
+      return true;
+    case NPY_BOOL:
+      out = DType::boolean;
+      return true;
+    default:
+      break;
   }
   // int32 and int64 each have two type numbers on some platforms (int/long, long/longlong).
   if (type_num == NPY_INT || type_num == NPY_LONG || type_num == NPY_LONGLONG) {
-    int size = type_num == NPY_INT ? sizeof(int) : type_num == NPY_LONG ? sizeof(long) : sizeof(long long);
-    if (size == 4) { out = DType::i32; return true; }
-    if (size == 8) { out = DType::i64; return true; }
+    int size = type_num == NPY_INT    ? sizeof(int)
+               : type_num == NPY_LONG ? sizeof(long)
+                                      : sizeof(long long);
+    if (size == 4) {
+      out = DType::i32;
+      return true;
+    }
+    if (size == 8) {
+      out = DType::i64;
+      return true;
+    }
   }
-  if (g_bf16_num >= 0 && type_num == g_bf16_num) { out = DType::bf16; return true; }
+  if (g_bf16_num >= 0 && type_num == g_bf16_num) {
+    out = DType::bf16;
+    return true;
+  }
   return false;
 }
 
@@ -49,17 +72,25 @@ PyArray_Descr* descr_for(DType t) {
     return g_descr[idx];
   }
   switch (t) {
-    case DType::f32: return PyArray_DescrFromType(NPY_FLOAT32);
-    case DType::f64: return PyArray_DescrFromType(NPY_FLOAT64);
-    case DType::f16: return PyArray_DescrFromType(NPY_FLOAT16);
-    case DType::i8: return PyArray_DescrFromType(NPY_INT8);
-    case DType::i32: return PyArray_DescrFromType(NPY_INT32);
-    case DType::i64: return PyArray_DescrFromType(NPY_INT64);
-    case DType::boolean: return PyArray_DescrFromType(NPY_BOOL);
+    case DType::f32:
+      return PyArray_DescrFromType(NPY_FLOAT32);
+    case DType::f64:
+      return PyArray_DescrFromType(NPY_FLOAT64);
+    case DType::f16:
+      return PyArray_DescrFromType(NPY_FLOAT16);
+    case DType::i8:
+      return PyArray_DescrFromType(NPY_INT8);
+    case DType::i32:
+      return PyArray_DescrFromType(NPY_INT32);
+    case DType::i64:
+      return PyArray_DescrFromType(NPY_INT64);
+    case DType::boolean:
+      return PyArray_DescrFromType(NPY_BOOL);
     case DType::bf16:
       if (!g_bf16_descr)
-        throw DTypeError("kiln produced a bfloat16 result, but numpy has no bfloat16 dtype: "
-                         "install ml_dtypes (pip install ml_dtypes)");
+        throw DTypeError(
+            "kiln produced a bfloat16 result, but numpy has no bfloat16 dtype: "
+            "install ml_dtypes (pip install ml_dtypes)");
       Py_INCREF(g_bf16_descr);
       return g_bf16_descr;
   }
@@ -144,7 +175,8 @@ std::string ArgName::str() const {
 
 ArgKind to_array(PyObject* obj, Array& out, std::vector<nb::object>& keep, uint64_t* scalar_slot,
                  const ArgName& arg) {
-  if (PyArray_Check(obj)) return from_ndarray(reinterpret_cast<PyArrayObject*>(obj), out, keep, arg);
+  if (PyArray_Check(obj))
+    return from_ndarray(reinterpret_cast<PyArrayObject*>(obj), out, keep, arg);
   // Python numbers are weakly typed 0-d inputs: bool, int64, float64 (see _tensor.py).
   if (PyBool_Check(obj)) {
     *reinterpret_cast<uint8_t*>(scalar_slot) = obj == Py_True;
@@ -154,8 +186,9 @@ ArgKind to_array(PyObject* obj, Array& out, std::vector<nb::object>& keep, uint6
   if (PyLong_CheckExact(obj) || (PyLong_Check(obj) && !PyArray_IsScalar(obj, Generic))) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (overflow) throw DTypeError(arg.str() + ": Python int " + nb::str(nb::handle(obj)).c_str() +
-                                   " does not fit in int64");
+    if (overflow)
+      throw DTypeError(arg.str() + ": Python int " + nb::str(nb::handle(obj)).c_str() +
+                       " does not fit in int64");
     if (v == -1 && PyErr_Occurred()) throw nb::python_error();
     *reinterpret_cast<int64_t*>(scalar_slot) = v;
     out = Array::view(scalar_slot, {}, DType::i64);
@@ -185,8 +218,10 @@ ArgKind to_array(PyObject* obj, Array& out, std::vector<nb::object>& keep, uint6
     return from_ndarray(reinterpret_cast<PyArrayObject*>(arr.ptr()), out, keep, arg);
   }
   if (PyComplex_Check(obj))
-    throw DTypeError(arg.str() + ": complex numbers are not supported (kiln takes " + kSupported + ")");
-  throw DTypeError(arg.str() + ": expected a numpy array, an object with __dlpack__ or a Python number, got " +
+    throw DTypeError(arg.str() + ": complex numbers are not supported (kiln takes " + kSupported +
+                     ")");
+  throw DTypeError(arg.str() +
+                   ": expected a numpy array, an object with __dlpack__ or a Python number, got " +
                    type_name(obj));
 }
 
@@ -200,7 +235,8 @@ PyObject* new_numpy(DType dtype, const std::vector<int64_t>& shape) {
                      std::to_string(NPY_MAXDIMS));
   }
   for (int i = 0; i < nd; ++i) dims[i] = static_cast<npy_intp>(shape[i]);
-  PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, nullptr, nullptr, 0, nullptr);
+  PyObject* arr =
+      PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, nullptr, nullptr, 0, nullptr);
   if (!arr) throw nb::python_error();
   return arr;
 }
@@ -274,8 +310,8 @@ PyObject* new_pooled_numpy(DType dtype, const std::vector<int64_t>& shape, size_
   int nd = static_cast<int>(shape.size());
   for (int i = 0; i < nd && i < NPY_MAXDIMS; ++i) dims[i] = static_cast<npy_intp>(shape[i]);
   PyObject* arr = nd > NPY_MAXDIMS ? nullptr
-                                   : PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, nullptr, data,
-                                                          NPY_ARRAY_CARRAY, nullptr);
+                                   : PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, nullptr,
+                                                          data, NPY_ARRAY_CARRAY, nullptr);
   if (!arr) {
     if (nd > NPY_MAXDIMS) Py_DECREF(descr);
     Py_DECREF(cap);
@@ -292,7 +328,9 @@ PyObject* new_pooled_numpy(DType dtype, const std::vector<int64_t>& shape, size_
 void* numpy_data(PyObject* arr) { return PyArray_DATA(reinterpret_cast<PyArrayObject*>(arr)); }
 
 size_t numpy_nbytes(PyObject* obj) {
-  return PyArray_Check(obj) ? static_cast<size_t>(PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(obj))) : 0;
+  return PyArray_Check(obj)
+             ? static_cast<size_t>(PyArray_NBYTES(reinterpret_cast<PyArrayObject*>(obj)))
+             : 0;
 }
 
 PyObject* to_numpy(const Array& a) {
@@ -312,8 +350,8 @@ PyObject* to_numpy(const Array& a) {
     strides[i] = static_cast<npy_intp>((st.empty() ? acc : st[i]) * item);
     acc *= a.shape()[i];
   }
-  PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, strides,
-                                       a.data(), NPY_ARRAY_WRITEABLE, nullptr);
+  PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, strides, a.data(),
+                                       NPY_ARRAY_WRITEABLE, nullptr);
   if (!arr) throw nb::python_error();
   if (!a.owner()) {  // borrowed: the caller's buffer may go away, so copy
     PyObject* copy = PyArray_NewCopy(reinterpret_cast<PyArrayObject*>(arr), NPY_CORDER);
@@ -339,7 +377,8 @@ PyObject* to_numpy(const Array& a) {
 
 void init_numpy(nb::module_& m) {
   if (_import_array() < 0) throw nb::python_error();
-  for (DType t : {DType::f32, DType::f64, DType::f16, DType::i8, DType::i32, DType::i64, DType::boolean})
+  for (DType t :
+       {DType::f32, DType::f64, DType::f16, DType::i8, DType::i32, DType::i64, DType::boolean})
     if (static_cast<size_t>(t) < 8) g_descr[static_cast<size_t>(t)] = descr_for(t);  // kept
   try {
     nb::object ml = nb::module_::import_("ml_dtypes");

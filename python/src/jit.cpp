@@ -3,7 +3,8 @@
 // static values, runs it and returns numpy arrays: one C++ call, no Python-level loop. Known
 // signatures take Function::call with results allocated here (numpy's allocator when small, a
 // pool of reused blocks when large); the GIL is kept for calls under kKeepGilBelowBytes and
-// released otherwise. On a cache miss kiln::Function calls back into Python (kiln._trace.run_trace).
+// released otherwise. On a cache miss kiln::Function calls back into Python
+// (kiln._trace.run_trace).
 #include "common.h"
 
 #include <nanobind/stl/map.h>
@@ -66,7 +67,7 @@ struct Entry {
     size_t out_bytes = 0;
   };
   std::vector<Known> known;
-  size_t last_known = 0;   // index of the last match (tried first)
+  size_t last_known = 0;    // index of the last match (tried first)
   size_t next_replace = 0;  // round-robin slot once `known` is full
 };
 
@@ -117,7 +118,8 @@ const Entry::Known* find_known(Entry& e, std::span<const Array> in) {
 void remember(Entry& e, std::span<const Array> in, const std::vector<Array>& outs) {
   Entry::Known k;
   k.in.reserve(in.size());
-  for (const Array& x : in) k.in.push_back({x.dtype(), x.is_contiguous(), is_aligned64(x.data()), x.shape()});
+  for (const Array& x : in)
+    k.in.push_back({x.dtype(), x.is_contiguous(), is_aligned64(x.data()), x.shape()});
   for (const Array& o : outs) {
     size_t bytes = static_cast<size_t>(o.numel()) * dtype_size(o.dtype());
     k.out.push_back({o.dtype(), o.shape(), bytes});
@@ -162,7 +164,8 @@ class JitFunction {
   PyObject* call(PyObject* args_in, PyObject* kwargs) {
     nb::object bound;
     PyObject* args = args_in;
-    if (kwargs && PyDict_GET_SIZE(kwargs) != 0) {  // slow path: bind keywords to positions in Python
+    if (kwargs &&
+        PyDict_GET_SIZE(kwargs) != 0) {  // slow path: bind keywords to positions in Python
       bound = bind_keywords(args_in, kwargs);
       args = bound.ptr();
     }
@@ -177,7 +180,8 @@ class JitFunction {
     size_t in_bytes = 0;
     for (size_t i = 0; i < n; ++i) {
       PyObject* obj = PyTuple_GET_ITEM(args, static_cast<Py_ssize_t>(i));
-      ArgKind kind = to_array(obj, inputs[i], keep, &scalars[i].bits, ArgName{&name_, &param_names_, i});
+      ArgKind kind =
+          to_array(obj, inputs[i], keep, &scalars[i].bits, ArgName{&name_, &param_names_, i});
       if (kind == ArgKind::python_scalar) mask |= uint64_t{1} << i;
       in_bytes += numpy_nbytes(obj);
     }
@@ -216,7 +220,8 @@ class JitFunction {
         for (size_t i = 0; i < nout; ++i) PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), res[i]);
         return t;
       }
-      // Larger: pooled 64-byte aligned blocks from 256 KiB up (else numpy's allocation), GIL released.
+      // Larger: pooled 64-byte aligned blocks from 256 KiB up (else numpy's allocation), GIL
+      // released.
       std::vector<Array> outs(nout);
       std::vector<nb::object> res(nout);
       for (size_t i = 0; i < nout; ++i) {
@@ -229,7 +234,8 @@ class JitFunction {
       if (e.single_output && nout == 1) return res[0].release().ptr();
       PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(nout));
       if (!t) throw nb::python_error();
-      for (size_t i = 0; i < nout; ++i) PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), res[i].release().ptr());
+      for (size_t i = 0; i < nout; ++i)
+        PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), res[i].release().ptr());
       return t;
     }
     // First call of this signature in this process (or one the extension does not remember): the
@@ -314,8 +320,8 @@ class JitFunction {
     try {
       nb::list tensors;
       for (const Tensor& t : inputs) tensors.append(nb::cast(t));
-      nb::object res = trace_helper_(fn_, tensors, e.nargs, e.static_pos, e.static_values,
-                                     e.scalar_mask);
+      nb::object res =
+          trace_helper_(fn_, tensors, e.nargs, e.static_pos, e.static_values, e.scalar_mask);
       clear_trace_loc();
       auto pair = nb::cast<nb::tuple>(res);
       e.single_output = nb::cast<bool>(pair[0]);
@@ -333,8 +339,8 @@ class JitFunction {
       if (tl_pending.tb) PyException_SetTraceback(tl_pending.value, tl_pending.tb);
       // The traceback should end in the user's function: drop kiln's own frames.
       try {
-        nb::object tb = nb::module_::import_("kiln._trace").attr("clean_exception")(
-            nb::handle(tl_pending.value));
+        nb::object tb = nb::module_::import_("kiln._trace")
+                            .attr("clean_exception")(nb::handle(tl_pending.value));
         Py_CLEAR(tl_pending.tb);
         if (!tb.is_none()) tl_pending.tb = tb.release().ptr();
       } catch (nb::python_error&) {
@@ -370,8 +376,8 @@ class JitFunction {
   void check_count(size_t n) const {
     if (static_cast<int>(n) < min_args_ || (max_args_ >= 0 && static_cast<int>(n) > max_args_)) {
       std::string expected = max_args_ == min_args_ ? std::to_string(min_args_)
-                             : max_args_ < 0         ? "at least " + std::to_string(min_args_)
-                                             : "from " + std::to_string(min_args_) + " to " +
+                             : max_args_ < 0        ? "at least " + std::to_string(min_args_)
+                                                    : "from " + std::to_string(min_args_) + " to " +
                                                    std::to_string(max_args_);
       throw nb::type_error((name_ + "() takes " + expected + " positional argument" +
                             (expected == "1" ? "" : "s") + " but " + std::to_string(n) +
@@ -421,16 +427,19 @@ class JitFunction {
         continue;
       }
       Array a;
-      ArgKind kind = to_array(args[i].ptr(), a, p.keep, &p.scalars[i].bits, ArgName{&name_, &param_names_, i});
+      ArgKind kind =
+          to_array(args[i].ptr(), a, p.keep, &p.scalars[i].bits, ArgName{&name_, &param_names_, i});
       if (kind == ArgKind::python_scalar) {
         if (i >= 64)
-          throw DTypeError(what(i) + ": Python numbers are taken as arguments 0 to 63 only; pass a numpy array");
+          throw DTypeError(
+              what(i) + ": Python numbers are taken as arguments 0 to 63 only; pass a numpy array");
         mask |= uint64_t{1} << i;
       }
       p.in_bytes += numpy_nbytes(args[i].ptr());
       p.inputs.push_back(std::move(a));
     }
-    p.entry = static_pos.empty() ? find_entry(n, mask) : find_static_entry(args, static_pos, n, mask);
+    p.entry =
+        static_pos.empty() ? find_entry(n, mask) : find_static_entry(args, static_pos, n, mask);
     return p;
   }
 
@@ -457,7 +466,8 @@ class JitFunction {
     return add_entry(n, mask, nb::none(), {}, nb::list());
   }
 
-  Entry* find_static_entry(const nb::tuple& args, const std::vector<int>& pos, size_t n, uint64_t mask) {
+  Entry* find_static_entry(const nb::tuple& args, const std::vector<int>& pos, size_t n,
+                           uint64_t mask) {
     nb::list values;
     for (int i : pos) values.append(args[i]);
     nb::tuple key = nb::make_tuple(n, mask, nb::tuple(values));
@@ -493,7 +503,8 @@ class JitFunction {
     for (const auto& [arg, dims] : dynamic_dims_) {
       int pos_in = arg < 0 ? arg + static_cast<int>(n) : arg;
       if (pos_in < 0 || pos_in >= static_cast<int>(n)) continue;
-      if (std::find(e->static_pos.begin(), e->static_pos.end(), pos_in) != e->static_pos.end()) continue;
+      if (std::find(e->static_pos.begin(), e->static_pos.end(), pos_in) != e->static_pos.end())
+        continue;
       int shift = static_cast<int>(std::count_if(e->static_pos.begin(), e->static_pos.end(),
                                                  [&](int s) { return s < pos_in; }));
       opts.dynamic_dims[pos_in - shift] = dims;
@@ -550,12 +561,23 @@ void set_error_from_current() {
   } catch (const nb::builtin_exception& e) {
     PyObject* type = PyExc_RuntimeError;
     switch (e.type()) {
-      case nb::exception_type::type_error: type = PyExc_TypeError; break;
-      case nb::exception_type::value_error: type = PyExc_ValueError; break;
-      case nb::exception_type::index_error: type = PyExc_IndexError; break;
-      case nb::exception_type::key_error: type = PyExc_KeyError; break;
-      case nb::exception_type::attribute_error: type = PyExc_AttributeError; break;
-      default: break;
+      case nb::exception_type::type_error:
+        type = PyExc_TypeError;
+        break;
+      case nb::exception_type::value_error:
+        type = PyExc_ValueError;
+        break;
+      case nb::exception_type::index_error:
+        type = PyExc_IndexError;
+        break;
+      case nb::exception_type::key_error:
+        type = PyExc_KeyError;
+        break;
+      case nb::exception_type::attribute_error:
+        type = PyExc_AttributeError;
+        break;
+      default:
+        break;
     }
     PyErr_SetString(type, e.what());
   } catch (const Error&) {
@@ -597,7 +619,8 @@ void init_jit(nb::module_& m) {
       .def_ro("source", &KernelInfo::source)
       .def_ro("ops", &KernelInfo::ops)
       .def("__repr__", [](const KernelInfo& k) {
-        return "KernelInfo(name='" + k.name + "', backend='" + k.backend + "', key='" + k.key + "')";
+        return "KernelInfo(name='" + k.name + "', backend='" + k.backend + "', key='" + k.key +
+               "')";
       });
   nb::class_<Inspection>(m, "Inspection")
       .def_ro("graph", &Inspection::graph)

@@ -86,7 +86,8 @@ void init_tensor(nb::module_& m) {
   o.def("maximum", [](const Tensor& a, const Tensor& b) { return kiln::maximum(a, b); });
   o.def("minimum", [](const Tensor& a, const Tensor& b) { return kiln::minimum(a, b); });
   o.def("matmul", [](const Tensor& a, const Tensor& b) { return kiln::matmul(a, b); });
-  o.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return kiln::where(c, a, b); });
+  o.def("where",
+        [](const Tensor& c, const Tensor& a, const Tensor& b) { return kiln::where(c, a, b); });
   o.def("clip", [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
     return kiln::clip(x, lo, hi);
   });
@@ -105,8 +106,9 @@ void init_tensor(nb::module_& m) {
   });
   o.def("softmax", [](const Tensor& x, int axis) { return kiln::softmax(x, axis); });
   o.def("log_softmax", [](const Tensor& x, int axis) { return kiln::log_softmax(x, axis); });
-  o.def("layer_norm", [](const Tensor& x, std::optional<Tensor> w, std::optional<Tensor> b, int axis,
-                         double eps) { return kiln::layer_norm(x, opt(w), opt(b), axis, eps); });
+  o.def("layer_norm",
+        [](const Tensor& x, std::optional<Tensor> w, std::optional<Tensor> b, int axis,
+           double eps) { return kiln::layer_norm(x, opt(w), opt(b), axis, eps); });
   o.def("rms_norm", [](const Tensor& x, std::optional<Tensor> w, int axis, double eps) {
     return kiln::rms_norm(x, opt(w), axis, eps);
   });
@@ -124,33 +126,47 @@ void init_tensor(nb::module_& m) {
     return kiln::conv2d(x, w, opt(bias), p);
   });
 
-  o.def("reshape", [](const Tensor& x, std::vector<int64_t> shape) { return kiln::reshape(x, shape); });
-  o.def("transpose", [](const Tensor& x, std::vector<int64_t> perm) { return kiln::transpose(x, perm); });
-  o.def("broadcast_to", [](const Tensor& x, std::vector<int64_t> shape) {
-    return kiln::broadcast_to(x, shape);
-  });
-  o.def("concatenate", [](const std::vector<Tensor>& xs, int axis) { return kiln::concatenate(xs, axis); });
-  o.def("astype", [](const Tensor& x, const std::string& dtype) { return kiln::astype(x, dtype_of(dtype)); });
+  o.def("reshape",
+        [](const Tensor& x, std::vector<int64_t> shape) { return kiln::reshape(x, shape); });
+  o.def("transpose",
+        [](const Tensor& x, std::vector<int64_t> perm) { return kiln::transpose(x, perm); });
+  o.def("broadcast_to",
+        [](const Tensor& x, std::vector<int64_t> shape) { return kiln::broadcast_to(x, shape); });
+  o.def("concatenate",
+        [](const std::vector<Tensor>& xs, int axis) { return kiln::concatenate(xs, axis); });
+  o.def("astype",
+        [](const Tensor& x, const std::string& dtype) { return kiln::astype(x, dtype_of(dtype)); });
   o.def("T", [](const Tensor& x) { return x.T(); });
   o.def("index", [](const Tensor& x, const std::vector<IndexSpec>& specs) {
     std::vector<Index> idx;
     idx.reserve(specs.size());
     for (const auto& [kind, value, start, stop, step] : specs) {
       switch (kind) {
-        case 0: idx.push_back(Index::at(value)); break;
-        case 1: idx.push_back(Index::slice(start, stop, step)); break;
-        case 2: idx.push_back(Index::new_axis()); break;
-        default: idx.push_back(Index::ellipsis()); break;
+        case 0:
+          idx.push_back(Index::at(value));
+          break;
+        case 1:
+          idx.push_back(Index::slice(start, stop, step));
+          break;
+        case 2:
+          idx.push_back(Index::new_axis());
+          break;
+        default:
+          idx.push_back(Index::ellipsis());
+          break;
       }
     }
     return x.index(idx);
   });
-  o.def("scalar", [](double value, const std::string& dtype) { return kiln::scalar(value, dtype_of(dtype)); });
+  o.def("scalar", [](double value, const std::string& dtype) {
+    return kiln::scalar(value, dtype_of(dtype));
+  });
   // A constant from the raw bytes of a C-contiguous numpy array (copied into the trace).
   o.def("constant", [](nb::bytes data, std::vector<int64_t> shape, const std::string& dtype) {
     return kiln::constant(data.c_str(), std::move(shape), dtype_of(dtype));
   });
-  o.def("dtype_name", [](const std::string& name) { return std::string(dtype_name(dtype_of(name))); });
+  o.def("dtype_name",
+        [](const std::string& name) { return std::string(dtype_name(dtype_of(name))); });
 }
 
 }  // namespace kiln::py

@@ -22,9 +22,12 @@ const char* kUsage =
 
 const char* mode_name(CacheMode m) {
   switch (m) {
-    case CacheMode::on: return "on";
-    case CacheMode::off: return "off";
-    case CacheMode::readonly: return "readonly";
+    case CacheMode::on:
+      return "on";
+    case CacheMode::off:
+      return "off";
+    case CacheMode::readonly:
+      return "readonly";
   }
   return "?";
 }

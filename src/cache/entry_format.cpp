@@ -44,23 +44,34 @@ bool is_valid_payload_kind(uint8_t kind) { return kind >= 1 && kind <= 3; }
 
 const char* payload_kind_name(PayloadKind kind) {
   switch (kind) {
-    case PayloadKind::llvm_object: return "llvm_object";
-    case PayloadKind::x86_blob: return "x86_blob";
-    case PayloadKind::cubin: return "cubin";
+    case PayloadKind::llvm_object:
+      return "llvm_object";
+    case PayloadKind::x86_blob:
+      return "x86_blob";
+    case PayloadKind::cubin:
+      return "cubin";
   }
   return "unknown";
 }
 
 const char* parse_status_name(ParseStatus status) {
   switch (status) {
-    case ParseStatus::ok: return "ok";
-    case ParseStatus::too_short: return "too short";
-    case ParseStatus::bad_magic: return "bad magic";
-    case ParseStatus::wrong_version: return "wrong format version";
-    case ParseStatus::bad_kind: return "unknown payload kind";
-    case ParseStatus::bad_reserved: return "reserved header bytes set";
-    case ParseStatus::bad_size: return "size fields disagree with the file";
-    case ParseStatus::bad_checksum: return "checksum mismatch";
+    case ParseStatus::ok:
+      return "ok";
+    case ParseStatus::too_short:
+      return "too short";
+    case ParseStatus::bad_magic:
+      return "bad magic";
+    case ParseStatus::wrong_version:
+      return "wrong format version";
+    case ParseStatus::bad_kind:
+      return "unknown payload kind";
+    case ParseStatus::bad_reserved:
+      return "reserved header bytes set";
+    case ParseStatus::bad_size:
+      return "size fields disagree with the file";
+    case ParseStatus::bad_checksum:
+      return "checksum mismatch";
   }
   return "unknown";
 }

@@ -70,8 +70,7 @@ std::string CacheKey::manifest() const {
   return s;
 }
 
-bool parse_manifest(std::string_view text,
-                    std::vector<std::pair<std::string, std::string>>& out) {
+bool parse_manifest(std::string_view text, std::vector<std::pair<std::string, std::string>>& out) {
   out.clear();
   while (!text.empty()) {
     size_t nl = text.find('\n');

@@ -34,7 +34,8 @@ class KeyBuilder {
 // Parses a manifest produced by CacheKey::manifest(); returns false on malformed text.
 bool parse_manifest(std::string_view text, std::vector<std::pair<std::string, std::string>>& out);
 // Recomputes the digest of a manifest's fields (what KeyBuilder would produce).
-std::array<uint8_t, 16> digest_fields(const std::vector<std::pair<std::string, std::string>>& fields);
+std::array<uint8_t, 16> digest_fields(
+    const std::vector<std::pair<std::string, std::string>>& fields);
 
 struct KeyHash {
   size_t operator()(const CacheKey& k) const {

@@ -15,7 +15,8 @@ namespace kiln::cache {
 
 class MemoryCache {
  public:
-  MemoryCache(size_t max_entries, size_t max_bytes) : max_entries_(max_entries), max_bytes_(max_bytes) {}
+  MemoryCache(size_t max_entries, size_t max_bytes)
+      : max_entries_(max_entries), max_bytes_(max_bytes) {}
   static MemoryCache& global();
 
   std::shared_ptr<CompiledKernel> get(const CacheKey& key);

@@ -41,7 +41,7 @@ class Backend {
   virtual std::string fingerprint() const = 0;
   // Why a backend declined a group that is its kind of work (a fast path not taken).
   struct Decline {
-    std::string why;                 // non-empty: counted as a fallback
+    std::string why;                     // non-empty: counted as a fallback
     bool take_bare_contraction = false;  // it would take the contraction without its epilogue
   };
   // Whether this backend takes the group; when not, `decline` may say why.

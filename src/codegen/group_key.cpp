@@ -18,9 +18,7 @@ std::string ints(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-DType temp_storage_dtype(DType t) {
-  return (t == DType::f16 || t == DType::bf16) ? DType::f32 : t;
-}
+DType temp_storage_dtype(DType t) { return (t == DType::f16 || t == DType::bf16) ? DType::f32 : t; }
 
 std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
                            DType out_storage) {
@@ -33,14 +31,15 @@ std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayou
   for (size_t j = 0; j < g.leaves.size(); ++j) {
     const ir::Node& l = *g.leaves[j];
     name[&l] = "L" + std::to_string(j);
-    s += " L" + std::to_string(j) + ":" + std::string(dtype_name(l.dtype)) + ir::shape_str(l.shape) +
-         (layouts[j].runtime_strides ? "strided" : "dense");
+    s += " L" + std::to_string(j) + ":" + std::string(dtype_name(l.dtype)) +
+         ir::shape_str(l.shape) + (layouts[j].runtime_strides ? "strided" : "dense");
     if (layouts[j].storage != l.dtype) s += " in " + std::string(dtype_name(layouts[j].storage));
     // Backends may bake constants into code (x86 prepacks constant weights): their content is
     // part of the key.
     if (l.op == ir::Op::Constant) {
       char buf[32];
-      std::snprintf(buf, sizeof buf, "#%016llx", static_cast<unsigned long long>(l.attrs.data->hash));
+      std::snprintf(buf, sizeof buf, "#%016llx",
+                    static_cast<unsigned long long>(l.attrs.data->hash));
       s += buf;
     }
     s += ";";
@@ -59,8 +58,9 @@ std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayou
     if (!a.starts.empty()) s += " starts=" + ints(a.starts) + " steps=" + ints(a.steps);
     if (n->op == ir::Op::Concat) s += " axis=" + std::to_string(a.axis);
     if (n->op == ir::Op::Conv2d)
-      s += " conv=" + ints({a.conv.stride[0], a.conv.stride[1], a.conv.padding[0], a.conv.padding[1],
-                            a.conv.dilation[0], a.conv.dilation[1], a.conv.groups});
+      s +=
+          " conv=" + ints({a.conv.stride[0], a.conv.stride[1], a.conv.padding[0], a.conv.padding[1],
+                           a.conv.dilation[0], a.conv.dilation[1], a.conv.groups});
     if (n->op == ir::Op::Constant) {
       char buf[64];
       std::snprintf(buf, sizeof buf, " value=%.17g", n->constant_at(0));

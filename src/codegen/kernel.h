@@ -29,10 +29,10 @@ class CompiledKernel {
                       ThreadPool& pool) const;
   KernelFn fn = nullptr;
   std::string name;
-  std::string backend;  // "llvm", "x86", "cuda"
-  std::string key;      // hex cache key
-  std::string manifest; // readable key fields
-  std::string source;   // LLVM IR (optimized) when kept
+  std::string backend;   // "llvm", "x86", "cuda"
+  std::string key;       // hex cache key
+  std::string manifest;  // readable key fields
+  std::string source;    // LLVM IR (optimized) when kept
   std::string asm_text;
   std::vector<std::string> ops;
   size_t code_bytes = 0;

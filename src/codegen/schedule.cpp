@@ -34,7 +34,8 @@ Schedule schedule_for(const ir::FusionGroup& g) {
       if (m * n == 0) batch = 0;
       int64_t k = g.contraction->inputs[0]->shape.back().value;
       s.extent = batch * m;
-      s.grain = std::max<int64_t>(1, kWorkPerChunk / std::max<int64_t>(1, n * std::max<int64_t>(k, 1)));
+      s.grain =
+          std::max<int64_t>(1, kWorkPerChunk / std::max<int64_t>(1, n * std::max<int64_t>(k, 1)));
       break;
     }
     case ir::GroupKind::conv2d: {

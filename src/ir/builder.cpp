@@ -28,21 +28,31 @@ std::string dt(DType t) { return std::string(dtype_name(t)); }
 
 int dtype_rank_int(DType t) {
   switch (t) {
-    case DType::boolean: return 0;
-    case DType::i8: return 1;
-    case DType::i32: return 2;
-    case DType::i64: return 3;
-    default: return -1;
+    case DType::boolean:
+      return 0;
+    case DType::i8:
+      return 1;
+    case DType::i32:
+      return 2;
+    case DType::i64:
+      return 3;
+    default:
+      return -1;
   }
 }
 
 int dtype_rank_float(DType t) {
   switch (t) {
-    case DType::f16: return 1;
-    case DType::bf16: return 1;
-    case DType::f32: return 2;
-    case DType::f64: return 3;
-    default: return -1;
+    case DType::f16:
+      return 1;
+    case DType::bf16:
+      return 1;
+    case DType::f32:
+      return 2;
+    case DType::f64:
+      return 3;
+    default:
+      return -1;
   }
 }
 
@@ -89,10 +99,13 @@ DType promote(DType a, DType b) {
 DType float_result_dtype(DType in) {
   switch (in) {
     case DType::boolean:
-    case DType::i8: return DType::f16;
+    case DType::i8:
+      return DType::f16;
     case DType::i32:
-    case DType::i64: return DType::f64;
-    default: return in;
+    case DType::i64:
+      return DType::f64;
+    default:
+      return in;
   }
 }
 
@@ -118,20 +131,44 @@ NodePtr make_constant(DType dtype, Shape shape, std::vector<uint8_t> bytes) {
 NodePtr make_scalar(double value, DType dtype) {
   std::vector<uint8_t> bytes(dtype_size(dtype));
   switch (dtype) {
-    case DType::f32: { float v = static_cast<float>(value); std::memcpy(bytes.data(), &v, 4); break; }
-    case DType::f64: std::memcpy(bytes.data(), &value, 8); break;
-    case DType::f16: { uint16_t h = double_to_f16_bits(value); std::memcpy(bytes.data(), &h, 2); break; }
-    case DType::bf16: { uint16_t h = double_to_bf16_bits(value); std::memcpy(bytes.data(), &h, 2); break; }
+    case DType::f32: {
+      float v = static_cast<float>(value);
+      std::memcpy(bytes.data(), &v, 4);
+      break;
+    }
+    case DType::f64:
+      std::memcpy(bytes.data(), &value, 8);
+      break;
+    case DType::f16: {
+      uint16_t h = double_to_f16_bits(value);
+      std::memcpy(bytes.data(), &h, 2);
+      break;
+    }
+    case DType::bf16: {
+      uint16_t h = double_to_bf16_bits(value);
+      std::memcpy(bytes.data(), &h, 2);
+      break;
+    }
     // Integers: truncate, wrap, NaN/inf to 0 (the interpreter's rule), never UB.
-    case DType::i8: { int8_t v = static_cast<int8_t>(round_to_dtype(value, dtype)); std::memcpy(bytes.data(), &v, 1); break; }
-    case DType::i32: { int32_t v = static_cast<int32_t>(round_to_dtype(value, dtype)); std::memcpy(bytes.data(), &v, 4); break; }
+    case DType::i8: {
+      int8_t v = static_cast<int8_t>(round_to_dtype(value, dtype));
+      std::memcpy(bytes.data(), &v, 1);
+      break;
+    }
+    case DType::i32: {
+      int32_t v = static_cast<int32_t>(round_to_dtype(value, dtype));
+      std::memcpy(bytes.data(), &v, 4);
+      break;
+    }
     case DType::i64: {
       double r = round_to_dtype(value, dtype);
       int64_t v = r >= 9.2233720368547758e18 ? INT64_MIN : static_cast<int64_t>(r);
       std::memcpy(bytes.data(), &v, 8);
       break;
     }
-    case DType::boolean: bytes[0] = value != 0 ? 1 : 0; break;
+    case DType::boolean:
+      bytes[0] = value != 0 ? 1 : 0;
+      break;
   }
   return make_constant(dtype, {}, std::move(bytes));
 }
@@ -144,14 +181,20 @@ NodePtr make_unary(Op op, NodePtr x) {
   KILN_CHECK(op_kind(op) == OpKind::unary);
   DType t = x->dtype;
   switch (op) {
-    case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Tanh:
-    case Op::Sigmoid: case Op::Erf: {
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Sigmoid:
+    case Op::Erf: {
       DType f = float_result_dtype(t);
       x = cast_to(x, f);
       return make_node(op, f, x->shape, {x});
     }
     case Op::Neg:
-      if (t == DType::boolean) dtype_error("neg: a bool tensor cannot be negated (use logical_not)");
+      if (t == DType::boolean)
+        dtype_error("neg: a bool tensor cannot be negated (use logical_not)");
       return make_node(op, t, x->shape, {x});
     case Op::Relu:
       if (t == DType::boolean) dtype_error("relu: expected a numeric tensor, got bool");
@@ -159,9 +202,11 @@ NodePtr make_unary(Op op, NodePtr x) {
     case Op::Not:
       if (t != DType::boolean) x = make_cast(x, DType::boolean);
       return make_node(op, DType::boolean, x->shape, {x});
-    case Op::Abs: case Op::Square:
+    case Op::Abs:
+    case Op::Square:
       return make_node(op, t, x->shape, {x});
-    default: break;
+    default:
+      break;
   }
   KILN_CHECK(false) << "unhandled unary op " << op_name(op);
   return nullptr;
@@ -213,7 +258,8 @@ NodePtr make_expand(NodePtr x, Shape shape) {
   if (x->shape == shape) return x;
   const Shape& in = x->shape;
   if (in.size() > shape.size())
-    shape_error("broadcast_to: cannot broadcast shape " + shape_str(in) + " to " + shape_str(shape));
+    shape_error("broadcast_to: cannot broadcast shape " + shape_str(in) + " to " +
+                shape_str(shape));
   size_t off = shape.size() - in.size();
   for (size_t i = 0; i < in.size(); ++i) {
     bool one = !in[i].is_symbolic() && in[i].value == 1;
@@ -242,7 +288,8 @@ NodePtr make_permute(NodePtr x, std::vector<int64_t> perm) {
   bool identity = true;
   for (int64_t i = 0; i < n; ++i) {
     int64_t p = normalize_axis(perm[i], n, "transpose");
-    if (used[p]) shape_error("transpose: axis " + std::to_string(p) + " repeated in the permutation");
+    if (used[p])
+      shape_error("transpose: axis " + std::to_string(p) + " repeated in the permutation");
     used[p] = true;
     perm[i] = p;
     identity = identity && p == i;
@@ -255,7 +302,8 @@ NodePtr make_permute(NodePtr x, std::vector<int64_t> perm) {
   return make_node(Op::Permute, x->dtype, std::move(out), {x}, std::move(a));
 }
 
-NodePtr make_slice(NodePtr x, std::vector<int64_t> starts, std::vector<int64_t> steps, Shape shape) {
+NodePtr make_slice(NodePtr x, std::vector<int64_t> starts, std::vector<int64_t> steps,
+                   Shape shape) {
   KILN_CHECK(starts.size() == x->shape.size() && steps.size() == x->shape.size() &&
              shape.size() == x->shape.size());
   bool identity = true;
@@ -286,7 +334,8 @@ NodePtr make_reduce(Op op, NodePtr x, std::vector<int64_t> axes, bool keepdims) 
     shape_error(std::string(name) + ": duplicate axis in the reduction");
   DType t = x->dtype;
   DType out_t = t;
-  if (op == Op::ReduceSum && (t == DType::boolean || t == DType::i8 || t == DType::i32)) out_t = DType::i64;
+  if (op == Op::ReduceSum && (t == DType::boolean || t == DType::i8 || t == DType::i32))
+    out_t = DType::i64;
   if (op == Op::ReduceMean && !is_floating(t)) out_t = DType::f64;
   for (int64_t ax : axes)
     if ((op == Op::ReduceMax || op == Op::ReduceMin) && !x->shape[ax].is_symbolic() &&
@@ -322,9 +371,11 @@ NodePtr make_matmul(NodePtr a, NodePtr b) {
   if (b_vec) b = make_reshape(b, {b->shape[0], Dim::concrete(1)});
   Dim k_a = a->shape[a->ndim() - 1], k_b = b->shape[b->ndim() - 2];
   if (k_a != k_b)
-    shape_error("matmul: contraction dims differ: a has K=" + shape_str({k_a}).substr(1, shape_str({k_a}).size() - 2) + " (shape " +
-                shape_str(a->shape) + "), b has K=" + shape_str({k_b}).substr(1, shape_str({k_b}).size() - 2) + " (shape " +
-                shape_str(b->shape) + ")");
+    shape_error("matmul: contraction dims differ: a has K=" +
+                shape_str({k_a}).substr(1, shape_str({k_a}).size() - 2) + " (shape " +
+                shape_str(a->shape) +
+                "), b has K=" + shape_str({k_b}).substr(1, shape_str({k_b}).size() - 2) +
+                " (shape " + shape_str(b->shape) + ")");
   Shape ba(a->shape.begin(), a->shape.end() - 2), bb(b->shape.begin(), b->shape.end() - 2), batch;
   if (!broadcast_shapes(ba, bb, batch))
     shape_error("matmul: batch dims " + shape_str(ba) + " and " + shape_str(bb) +
@@ -382,8 +433,9 @@ NodePtr make_conv2d(NodePtr x, NodePtr w, const Conv2dParams& p) {
                 shape_str(x->shape));
   Attrs a;
   a.conv = p;
-  return make_node(Op::Conv2d, t, Shape{x->shape[0], w->shape[0], Dim::concrete(oh), Dim::concrete(ow)},
-                   {x, w}, std::move(a));
+  return make_node(Op::Conv2d, t,
+                   Shape{x->shape[0], w->shape[0], Dim::concrete(oh), Dim::concrete(ow)}, {x, w},
+                   std::move(a));
 }
 
 NodePtr make_concat(std::vector<NodePtr> xs, int64_t axis) {

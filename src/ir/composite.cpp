@@ -18,7 +18,6 @@ using ir::Op;
 
 namespace {
 
-
 NodePtr need(const Tensor& t, const char* op) {
   if (!t.defined()) throw Error(std::string(op) + ": input is an undefined Tensor");
   return t.node();
@@ -31,7 +30,8 @@ NodePtr scalar_like(double v, const NodePtr& x) { return ir::make_scalar(v, x->d
 
 NodePtr bin(Op op, NodePtr a, NodePtr b) { return ir::make_binary(op, std::move(a), std::move(b)); }
 
-void check_param(const NodePtr& p, const NodePtr& x, int64_t axis, const char* op, const char* name) {
+void check_param(const NodePtr& p, const NodePtr& x, int64_t axis, const char* op,
+                 const char* name) {
   if (p->ndim() != 1 || p->shape[0] != x->shape[axis])
     throw ShapeError(std::string(op) + ": " + name + " must have shape [" +
                      std::to_string(x->shape[axis].value) + "] (the normalized axis), got " +
@@ -124,7 +124,8 @@ Tensor gelu(const Tensor& t, bool approximate, Loc loc) {
 Tensor silu(const Tensor& t, Loc loc) {
   CallerLoc l(loc);
   NodePtr x = as_float(need(t, "silu"));
-  return Tensor(ir::tag_composite(bin(Op::Mul, x, ir::make_unary(Op::Sigmoid, x)), ir::Composite::silu));
+  return Tensor(
+      ir::tag_composite(bin(Op::Mul, x, ir::make_unary(Op::Sigmoid, x)), ir::Composite::silu));
 }
 
 }  // namespace kiln

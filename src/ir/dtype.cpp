@@ -39,8 +39,9 @@ DType dtype_from_name(std::string_view name) {
   KILN_FOR_EACH_DTYPE(KILN_DTYPE_PARSE)
 #undef KILN_DTYPE_PARSE
   if (name == "bool_") return DType::boolean;
-  throw DTypeError("unknown dtype '" + std::string(name) +
-                   "': expected one of float32, float64, float16, bfloat16, int8, int32, int64, bool");
+  throw DTypeError(
+      "unknown dtype '" + std::string(name) +
+      "': expected one of float32, float64, float16, bfloat16, int8, int32, int64, bool");
 }
 
 }  // namespace kiln

@@ -8,8 +8,8 @@
 //     nearest even). float64 needs no rounding.
 //   - float16 and bfloat16 results are NOT rounded between ops: kiln computes such values in
 //     float32 across a fused chain and rounds only when it stores them, so the oracle keeps them
-//     exact (in double). The exceptions are Cast nodes (a Cast to f16/bf16 rounds, as the conversion
-//     instruction does) and the graph outputs, which `interpret` rounds to their dtype.
+//     exact (in double). The exceptions are Cast nodes (a Cast to f16/bf16 rounds, as the
+//     conversion instruction does) and the graph outputs, which `interpret` rounds to their dtype.
 //   - Float -> integer conversion truncates toward zero, then wraps; NaN and +-inf give 0 (C++ and
 //     numpy leave those undefined; the oracle picks 0 so that it stays deterministic).
 #include "ir/interpreter.h"
@@ -109,20 +109,32 @@ void map2(const HostTensor& a, const HostTensor& b, HostTensor& out, F f) {
 
 void eval_unary(Op op, const HostTensor& a, HostTensor& out) {
   switch (op) {
-    case Op::Neg: return map1(a, out, [](double x) { return -x; });
-    case Op::Abs: return map1(a, out, [](double x) { return std::fabs(x); });
-    case Op::Exp: return map1(a, out, [](double x) { return std::exp(x); });
-    case Op::Log: return map1(a, out, [](double x) { return std::log(x); });
-    case Op::Sqrt: return map1(a, out, [](double x) { return std::sqrt(x); });
-    case Op::Rsqrt: return map1(a, out, [](double x) { return 1.0 / std::sqrt(x); });
-    case Op::Tanh: return map1(a, out, [](double x) { return std::tanh(x); });
-    case Op::Sigmoid: return map1(a, out, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+    case Op::Neg:
+      return map1(a, out, [](double x) { return -x; });
+    case Op::Abs:
+      return map1(a, out, [](double x) { return std::fabs(x); });
+    case Op::Exp:
+      return map1(a, out, [](double x) { return std::exp(x); });
+    case Op::Log:
+      return map1(a, out, [](double x) { return std::log(x); });
+    case Op::Sqrt:
+      return map1(a, out, [](double x) { return std::sqrt(x); });
+    case Op::Rsqrt:
+      return map1(a, out, [](double x) { return 1.0 / std::sqrt(x); });
+    case Op::Tanh:
+      return map1(a, out, [](double x) { return std::tanh(x); });
+    case Op::Sigmoid:
+      return map1(a, out, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
     case Op::Relu:
       return map1(a, out, [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); });
-    case Op::Erf: return map1(a, out, [](double x) { return std::erf(x); });
-    case Op::Square: return map1(a, out, [](double x) { return x * x; });
-    case Op::Not: return map1(a, out, [](double x) { return x == 0 ? 1.0 : 0.0; });
-    default: break;
+    case Op::Erf:
+      return map1(a, out, [](double x) { return std::erf(x); });
+    case Op::Square:
+      return map1(a, out, [](double x) { return x * x; });
+    case Op::Not:
+      return map1(a, out, [](double x) { return x == 0 ? 1.0 : 0.0; });
+    default:
+      break;
   }
   KILN_CHECK(false) << "interpreter: unhandled unary op " << op_name(op);
 }
@@ -130,11 +142,16 @@ void eval_unary(Op op, const HostTensor& a, HostTensor& out) {
 void eval_binary(Op op, const HostTensor& a, const HostTensor& b, HostTensor& out) {
   auto b2d = [](bool c) { return c ? 1.0 : 0.0; };
   switch (op) {
-    case Op::Add: return map2(a, b, out, [](double x, double y) { return x + y; });
-    case Op::Sub: return map2(a, b, out, [](double x, double y) { return x - y; });
-    case Op::Mul: return map2(a, b, out, [](double x, double y) { return x * y; });
-    case Op::Div: return map2(a, b, out, [](double x, double y) { return x / y; });
-    case Op::Pow: return map2(a, b, out, [](double x, double y) { return std::pow(x, y); });
+    case Op::Add:
+      return map2(a, b, out, [](double x, double y) { return x + y; });
+    case Op::Sub:
+      return map2(a, b, out, [](double x, double y) { return x - y; });
+    case Op::Mul:
+      return map2(a, b, out, [](double x, double y) { return x * y; });
+    case Op::Div:
+      return map2(a, b, out, [](double x, double y) { return x / y; });
+    case Op::Pow:
+      return map2(a, b, out, [](double x, double y) { return std::pow(x, y); });
     case Op::Maximum:
       return map2(a, b, out, [](double x, double y) {
         return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN()
@@ -145,15 +162,24 @@ void eval_binary(Op op, const HostTensor& a, const HostTensor& b, HostTensor& ou
         return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN()
                                               : (x < y ? x : y);
       });
-    case Op::Lt: return map2(a, b, out, [&](double x, double y) { return b2d(x < y); });
-    case Op::Le: return map2(a, b, out, [&](double x, double y) { return b2d(x <= y); });
-    case Op::Gt: return map2(a, b, out, [&](double x, double y) { return b2d(x > y); });
-    case Op::Ge: return map2(a, b, out, [&](double x, double y) { return b2d(x >= y); });
-    case Op::Eq: return map2(a, b, out, [&](double x, double y) { return b2d(x == y); });
-    case Op::Ne: return map2(a, b, out, [&](double x, double y) { return b2d(x != y); });
-    case Op::And: return map2(a, b, out, [&](double x, double y) { return b2d(x != 0 && y != 0); });
-    case Op::Or: return map2(a, b, out, [&](double x, double y) { return b2d(x != 0 || y != 0); });
-    default: break;
+    case Op::Lt:
+      return map2(a, b, out, [&](double x, double y) { return b2d(x < y); });
+    case Op::Le:
+      return map2(a, b, out, [&](double x, double y) { return b2d(x <= y); });
+    case Op::Gt:
+      return map2(a, b, out, [&](double x, double y) { return b2d(x > y); });
+    case Op::Ge:
+      return map2(a, b, out, [&](double x, double y) { return b2d(x >= y); });
+    case Op::Eq:
+      return map2(a, b, out, [&](double x, double y) { return b2d(x == y); });
+    case Op::Ne:
+      return map2(a, b, out, [&](double x, double y) { return b2d(x != y); });
+    case Op::And:
+      return map2(a, b, out, [&](double x, double y) { return b2d(x != 0 && y != 0); });
+    case Op::Or:
+      return map2(a, b, out, [&](double x, double y) { return b2d(x != 0 || y != 0); });
+    default:
+      break;
   }
   KILN_CHECK(false) << "interpreter: unhandled binary op " << op_name(op);
 }
@@ -308,10 +334,13 @@ void eval_input(const Node& n, const HostTensor& given, HostTensor& out) {
 // The rounding rule of the header comment: which results are rounded to their dtype.
 bool rounds_result(Op op, DType t) {
   switch (t) {
-    case DType::f64: return false;
+    case DType::f64:
+      return false;
     case DType::f16:
-    case DType::bf16: return op == Op::Cast;
-    default: return true;
+    case DType::bf16:
+      return op == Op::Cast;
+    default:
+      return true;
   }
 }
 
@@ -336,28 +365,45 @@ void store(uint8_t* p, T v) {
 
 double decode(DType t, const uint8_t* p) {
   switch (t) {
-    case DType::f32: return load<float>(p);
-    case DType::f64: return load<double>(p);
-    case DType::f16: return f16_bits_to_float(load<uint16_t>(p));
-    case DType::bf16: return bf16_bits_to_float(load<uint16_t>(p));
-    case DType::i8: return load<int8_t>(p);
-    case DType::i32: return load<int32_t>(p);
-    case DType::i64: return static_cast<double>(load<int64_t>(p));
-    case DType::boolean: return *p != 0 ? 1.0 : 0.0;
+    case DType::f32:
+      return load<float>(p);
+    case DType::f64:
+      return load<double>(p);
+    case DType::f16:
+      return f16_bits_to_float(load<uint16_t>(p));
+    case DType::bf16:
+      return bf16_bits_to_float(load<uint16_t>(p));
+    case DType::i8:
+      return load<int8_t>(p);
+    case DType::i32:
+      return load<int32_t>(p);
+    case DType::i64:
+      return static_cast<double>(load<int64_t>(p));
+    case DType::boolean:
+      return *p != 0 ? 1.0 : 0.0;
   }
   return 0;
 }
 
 void encode(DType t, double v, uint8_t* p) {
   switch (t) {
-    case DType::f32: return store(p, static_cast<float>(round_to_dtype(v, DType::f32)));
-    case DType::f64: return store(p, v);
-    case DType::f16: return store(p, double_to_f16_bits(v));
-    case DType::bf16: return store(p, double_to_bf16_bits(v));
-    case DType::i8: return store(p, static_cast<int8_t>(wrap_to_i64(v)));
-    case DType::i32: return store(p, static_cast<int32_t>(wrap_to_i64(v)));
-    case DType::i64: return store(p, wrap_to_i64(v));
-    case DType::boolean: *p = v != 0 ? 1 : 0; return;
+    case DType::f32:
+      return store(p, static_cast<float>(round_to_dtype(v, DType::f32)));
+    case DType::f64:
+      return store(p, v);
+    case DType::f16:
+      return store(p, double_to_f16_bits(v));
+    case DType::bf16:
+      return store(p, double_to_bf16_bits(v));
+    case DType::i8:
+      return store(p, static_cast<int8_t>(wrap_to_i64(v)));
+    case DType::i32:
+      return store(p, static_cast<int32_t>(wrap_to_i64(v)));
+    case DType::i64:
+      return store(p, wrap_to_i64(v));
+    case DType::boolean:
+      *p = v != 0 ? 1 : 0;
+      return;
   }
 }
 
@@ -397,19 +443,26 @@ void HostTensor::to_array(Array& out) const {
 
 double round_to_dtype(double v, DType dtype) {
   switch (dtype) {
-    case DType::f64: return v;
+    case DType::f64:
+      return v;
     case DType::f32: {
       if (std::isnan(v)) return v;
       if (std::fabs(v) >= kF32Overflow)
         return std::copysign(std::numeric_limits<double>::infinity(), v);
       return static_cast<double>(static_cast<float>(v));
     }
-    case DType::f16: return round_to_f16(v);
-    case DType::bf16: return round_to_bf16(v);
-    case DType::i8: return static_cast<int8_t>(wrap_to_i64(v));
-    case DType::i32: return static_cast<int32_t>(wrap_to_i64(v));
-    case DType::i64: return static_cast<double>(wrap_to_i64(v));
-    case DType::boolean: return v != 0 ? 1.0 : 0.0;
+    case DType::f16:
+      return round_to_f16(v);
+    case DType::bf16:
+      return round_to_bf16(v);
+    case DType::i8:
+      return static_cast<int8_t>(wrap_to_i64(v));
+    case DType::i32:
+      return static_cast<int32_t>(wrap_to_i64(v));
+    case DType::i64:
+      return static_cast<double>(wrap_to_i64(v));
+    case DType::boolean:
+      return v != 0 ? 1.0 : 0.0;
   }
   return v;
 }
@@ -440,8 +493,12 @@ HostTensor eval_node(const Node& n, const std::vector<const HostTensor*>& in) {
         for (int64_t i = 0; i < out.numel(); ++i) out.values[i] = n.constant_at(i);
         break;
       }
-      case OpKind::unary: eval_unary(n.op, *in[0], out); break;
-      case OpKind::binary: eval_binary(n.op, *in[0], *in[1], out); break;
+      case OpKind::unary:
+        eval_unary(n.op, *in[0], out);
+        break;
+      case OpKind::binary:
+        eval_binary(n.op, *in[0], *in[1], out);
+        break;
       case OpKind::ternary: {  // Where
         const HostTensor &c = *in[0], &a = *in[1], &b = *in[2];
         out.values.resize(c.values.size());
@@ -449,24 +506,39 @@ HostTensor eval_node(const Node& n, const std::vector<const HostTensor*>& in) {
           out.values[i] = c.values[i] != 0 ? a.values[i] : b.values[i];
         break;
       }
-      case OpKind::cast: out.values = in[0]->values; break;  // the rounding below converts
+      case OpKind::cast:
+        out.values = in[0]->values;
+        break;  // the rounding below converts
       case OpKind::view:
         switch (n.op) {
-          case Op::Expand: eval_expand(*in[0], out); break;
-          case Op::Reshape: out.values = in[0]->values; break;
-          case Op::Permute: eval_permute(n, *in[0], out); break;
-          case Op::Slice: eval_slice(n, *in[0], out); break;
-          default: KILN_CHECK(false) << "interpreter: unhandled view op " << op_name(n.op);
+          case Op::Expand:
+            eval_expand(*in[0], out);
+            break;
+          case Op::Reshape:
+            out.values = in[0]->values;
+            break;
+          case Op::Permute:
+            eval_permute(n, *in[0], out);
+            break;
+          case Op::Slice:
+            eval_slice(n, *in[0], out);
+            break;
+          default:
+            KILN_CHECK(false) << "interpreter: unhandled view op " << op_name(n.op);
         }
         break;
-      case OpKind::reduce: eval_reduce(n, *in[0], out); break;
+      case OpKind::reduce:
+        eval_reduce(n, *in[0], out);
+        break;
       case OpKind::contraction:
         if (n.op == Op::MatMul)
           eval_matmul(*in[0], *in[1], out);
         else
           eval_conv2d(n, *in[0], *in[1], out);
         break;
-      case OpKind::concat: eval_concat(n, in, out); break;
+      case OpKind::concat:
+        eval_concat(n, in, out);
+        break;
     }
   }
   KILN_CHECK(static_cast<int64_t>(out.values.size()) == out.numel())

@@ -52,7 +52,7 @@ Node::~Node() {
   while (!pending.empty()) {
     NodePtr n = std::move(pending.back());
     pending.pop_back();
-    if (n.use_count() == 1) {  // the last owner: take its inputs before it dies
+    if (n.use_count() == 1) {                    // the last owner: take its inputs before it dies
       auto& ins = const_cast<Node&>(*n).inputs;  // nodes are created non-const (make_node)
       for (NodePtr& in : ins) pending.push_back(std::move(in));
       ins.clear();
@@ -64,27 +64,51 @@ double Node::constant_at(int64_t i) const {
   KILN_CHECK(op == Op::Constant && attrs.data);
   const uint8_t* p = attrs.data->bytes.data() + i * dtype_size(dtype);
   switch (dtype) {
-    case DType::f32: { float v; std::memcpy(&v, p, 4); return v; }
-    case DType::f64: { double v; std::memcpy(&v, p, 8); return v; }
+    case DType::f32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::f64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
     case DType::f16: {
-      uint16_t h; std::memcpy(&h, p, 2);
+      uint16_t h;
+      std::memcpy(&h, p, 2);
       uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 31, man = h & 1023;
       double v;
-      if (exp == 0) v = std::ldexp(static_cast<double>(man), -24);
-      else if (exp == 31) v = man ? NAN : INFINITY;
-      else v = std::ldexp(static_cast<double>(man | 1024), static_cast<int>(exp) - 25);
+      if (exp == 0)
+        v = std::ldexp(static_cast<double>(man), -24);
+      else if (exp == 31)
+        v = man ? NAN : INFINITY;
+      else
+        v = std::ldexp(static_cast<double>(man | 1024), static_cast<int>(exp) - 25);
       return sign ? -v : v;
     }
     case DType::bf16: {
-      uint16_t h; std::memcpy(&h, p, 2);
+      uint16_t h;
+      std::memcpy(&h, p, 2);
       uint32_t bits = static_cast<uint32_t>(h) << 16;
-      float f; std::memcpy(&f, &bits, 4);
+      float f;
+      std::memcpy(&f, &bits, 4);
       return f;
     }
-    case DType::i8: return static_cast<int8_t>(*p);
-    case DType::i32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    case DType::i64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
-    case DType::boolean: return *p ? 1.0 : 0.0;
+    case DType::i8:
+      return static_cast<int8_t>(*p);
+    case DType::i32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::i64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::boolean:
+      return *p ? 1.0 : 0.0;
   }
   return 0;
 }

@@ -3,8 +3,8 @@
 //
 // Op semantics (all shapes concrete or symbolic; binary/ternary operands already have EQUAL shapes,
 // the factories insert Expand nodes for numpy broadcasting):
-//   Input     attrs.arg: argument position.            Constant  attrs.data: bytes in `dtype`, row-major.
-//   unary     same shape; dtype per numpy (float results for int inputs of exp/log/...).
+//   Input     attrs.arg: argument position.            Constant  attrs.data: bytes in `dtype`,
+//   row-major. unary     same shape; dtype per numpy (float results for int inputs of exp/log/...).
 //   binary    operands of equal shape and dtype (after promotion); comparisons give bool.
 //             Div on integers is not built (true division promotes to float first).
 //   Where     inputs (cond: bool, a, b), equal shapes, a and b same dtype.
@@ -43,13 +43,13 @@ struct ConstantData {
 };
 
 struct Attrs {
-  int64_t arg = 0;             // Input
-  int64_t axis = 0;            // Concat
-  std::vector<int64_t> perm;   // Permute
-  std::vector<int64_t> axes;   // Reduce*
-  std::vector<int64_t> starts; // Slice
-  std::vector<int64_t> steps;  // Slice
-  Conv2dParams conv;           // Conv2d
+  int64_t arg = 0;                           // Input
+  int64_t axis = 0;                          // Concat
+  std::vector<int64_t> perm;                 // Permute
+  std::vector<int64_t> axes;                 // Reduce*
+  std::vector<int64_t> starts;               // Slice
+  std::vector<int64_t> steps;                // Slice
+  Conv2dParams conv;                         // Conv2d
   std::shared_ptr<const ConstantData> data;  // Constant
 
   bool operator==(const Attrs& o) const;
@@ -72,7 +72,8 @@ struct Node {
   bool is_scalar_constant() const { return op == Op::Constant && shape.empty(); }
 };
 
-// The one place nodes are created; computes the hash. Factories in builder.h call it after checking.
+// The one place nodes are created; computes the hash. Factories in builder.h call it after
+// checking.
 NodePtr make_node(Op op, DType dtype, Shape shape, std::vector<NodePtr> inputs, Attrs attrs = {},
                   Composite tag = Composite::none);
 // Same op/dtype/shape/attrs/tag and pointer-identical inputs.

@@ -24,14 +24,22 @@ OpKind op_kind(Op op) {
 
 std::string_view composite_name(Composite c) {
   switch (c) {
-    case Composite::none: return "";
-    case Composite::softmax: return "softmax";
-    case Composite::log_softmax: return "log_softmax";
-    case Composite::layer_norm: return "layer_norm";
-    case Composite::rms_norm: return "rms_norm";
-    case Composite::gelu: return "gelu";
-    case Composite::gelu_tanh: return "gelu_tanh";
-    case Composite::silu: return "silu";
+    case Composite::none:
+      return "";
+    case Composite::softmax:
+      return "softmax";
+    case Composite::log_softmax:
+      return "log_softmax";
+    case Composite::layer_norm:
+      return "layer_norm";
+    case Composite::rms_norm:
+      return "rms_norm";
+    case Composite::gelu:
+      return "gelu";
+    case Composite::gelu_tanh:
+      return "gelu_tanh";
+    case Composite::silu:
+      return "silu";
   }
   return "?";
 }

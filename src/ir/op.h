@@ -6,7 +6,17 @@
 
 namespace kiln::ir {
 
-enum class OpKind : uint8_t { leaf, unary, binary, ternary, cast, view, reduce, contraction, concat };
+enum class OpKind : uint8_t {
+  leaf,
+  unary,
+  binary,
+  ternary,
+  cast,
+  view,
+  reduce,
+  contraction,
+  concat
+};
 
 enum class Op : uint8_t {
 #define KILN_OP(name, kind, str) name,

@@ -60,10 +60,14 @@ bool broadcast_shapes(const Shape& a, const Shape& b, Shape& out) {
     const Dim* db = i < n - b.size() ? nullptr : &b[i - (n - b.size())];
     bool a1 = !da || (!da->is_symbolic() && da->value == 1);
     bool b1 = !db || (!db->is_symbolic() && db->value == 1);
-    if (a1) out[i] = db ? *db : Dim::concrete(1);
-    else if (b1) out[i] = *da;
-    else if (*da == *db) out[i] = *da;
-    else return false;
+    if (a1)
+      out[i] = db ? *db : Dim::concrete(1);
+    else if (b1)
+      out[i] = *da;
+    else if (*da == *db)
+      out[i] = *da;
+    else
+      return false;
   }
   return true;
 }

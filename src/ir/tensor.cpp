@@ -18,7 +18,6 @@ using ir::NodePtr;
 
 namespace {
 
-
 const NodePtr& node_of(const Tensor& t, const char* op, const char* what = "operand") {
   if (!t.defined())
     throw Error(std::string(op) + ": " + what + " is an undefined Tensor (default-constructed)");
@@ -40,7 +39,8 @@ std::vector<int64_t> to_axes(const Axes& axes, int64_t ndim) {
 
 Tensor binary(ir::Op op, const Tensor& a, const Tensor& b) {
   const char* name = ir::op_name(op).data();
-  return wrap(ir::make_binary(op, node_of(a, name, "left operand"), node_of(b, name, "right operand")));
+  return wrap(
+      ir::make_binary(op, node_of(a, name, "left operand"), node_of(b, name, "right operand")));
 }
 
 Tensor unary(ir::Op op, const Tensor& x, const Loc& loc) {
@@ -62,18 +62,32 @@ ScopedTraceLocation::ScopedTraceLocation(std::string loc) : saved_(ir::current_l
 
 ScopedTraceLocation::~ScopedTraceLocation() { ir::set_current_loc(std::move(saved_)); }
 
-std::vector<int64_t> Tensor::shape() const { return ir::concrete_dims(node_of(*this, "shape")->shape); }
+std::vector<int64_t> Tensor::shape() const {
+  return ir::concrete_dims(node_of(*this, "shape")->shape);
+}
 std::string Tensor::shape_str() const { return ir::shape_str(node_of(*this, "shape")->shape); }
 DType Tensor::dtype() const { return node_of(*this, "dtype")->dtype; }
 int64_t Tensor::ndim() const { return node_of(*this, "ndim")->ndim(); }
 
 Tensor Tensor::T(Loc loc) const { return kiln::transpose(*this, {}, loc); }
-Tensor Tensor::sum(Axes axes, bool keepdims, Loc loc) const { return kiln::sum(*this, axes, keepdims, loc); }
-Tensor Tensor::mean(Axes axes, bool keepdims, Loc loc) const { return kiln::mean(*this, axes, keepdims, loc); }
-Tensor Tensor::max(Axes axes, bool keepdims, Loc loc) const { return kiln::max(*this, axes, keepdims, loc); }
-Tensor Tensor::min(Axes axes, bool keepdims, Loc loc) const { return kiln::min(*this, axes, keepdims, loc); }
-Tensor Tensor::reshape(std::vector<int64_t> shape, Loc loc) const { return kiln::reshape(*this, std::move(shape), loc); }
-Tensor Tensor::transpose(std::vector<int64_t> perm, Loc loc) const { return kiln::transpose(*this, std::move(perm), loc); }
+Tensor Tensor::sum(Axes axes, bool keepdims, Loc loc) const {
+  return kiln::sum(*this, axes, keepdims, loc);
+}
+Tensor Tensor::mean(Axes axes, bool keepdims, Loc loc) const {
+  return kiln::mean(*this, axes, keepdims, loc);
+}
+Tensor Tensor::max(Axes axes, bool keepdims, Loc loc) const {
+  return kiln::max(*this, axes, keepdims, loc);
+}
+Tensor Tensor::min(Axes axes, bool keepdims, Loc loc) const {
+  return kiln::min(*this, axes, keepdims, loc);
+}
+Tensor Tensor::reshape(std::vector<int64_t> shape, Loc loc) const {
+  return kiln::reshape(*this, std::move(shape), loc);
+}
+Tensor Tensor::transpose(std::vector<int64_t> perm, Loc loc) const {
+  return kiln::transpose(*this, std::move(perm), loc);
+}
 Tensor Tensor::astype(DType dtype, Loc loc) const { return kiln::astype(*this, dtype, loc); }
 Tensor Tensor::abs(Loc loc) const { return kiln::abs(*this, loc); }
 
@@ -171,8 +185,10 @@ Tensor with_scalar(const Tensor& t, double value, bool scalar_is_integer) {
   DType sd = td;
   // numpy (NEP 50): a Python scalar takes the tensor's dtype, except a float scalar with an
   // integer/bool tensor (float64) and an int scalar with a bool tensor (int64).
-  if (!scalar_is_integer && !is_floating(td)) sd = DType::f64;
-  else if (scalar_is_integer && td == DType::boolean) sd = DType::i64;
+  if (!scalar_is_integer && !is_floating(td))
+    sd = DType::f64;
+  else if (scalar_is_integer && td == DType::boolean)
+    sd = DType::i64;
   return Tensor(ir::make_scalar(value, sd));
 }
 
@@ -192,8 +208,10 @@ Tensor operator>=(const Tensor& a, const Tensor& b) { return binary(ir::Op::Ge, 
 Tensor operator==(const Tensor& a, const Tensor& b) { return binary(ir::Op::Eq, a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return binary(ir::Op::Ne, a, b); }
 
-#define KILN_SCALAR_OPS(OP)                                                                    \
-  Tensor operator OP(const Tensor& a, double b) { return a OP with_scalar(a, b, is_int_value(b)); } \
+#define KILN_SCALAR_OPS(OP)                         \
+  Tensor operator OP(const Tensor& a, double b) {   \
+    return a OP with_scalar(a, b, is_int_value(b)); \
+  }                                                 \
   Tensor operator OP(double a, const Tensor& b) { return with_scalar(b, a, is_int_value(a)) OP b; }
 KILN_SCALAR_OPS(+)
 KILN_SCALAR_OPS(-)
@@ -294,7 +312,8 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape, Loc loc) {
   }
   if (infer >= 0) {
     if (known == 0 || total % known != 0)
-      throw ShapeError("reshape: cannot reshape " + ir::shape_str(n->shape) + " into a shape with -1");
+      throw ShapeError("reshape: cannot reshape " + ir::shape_str(n->shape) +
+                       " into a shape with -1");
     shape[infer] = total / known;
   }
   return wrap(ir::make_reshape(n, ir::concrete_shape(shape)));

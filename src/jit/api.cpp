@@ -37,7 +37,8 @@ std::string probe_gpus(std::vector<GpuInfo>& gpus) {
   auto name = reinterpret_cast<NameFn>(dlsym(h, "cuDeviceGetName"));
   auto attr = reinterpret_cast<AttrFn>(dlsym(h, "cuDeviceGetAttribute"));
   auto mem = reinterpret_cast<MemFn>(dlsym(h, "cuDeviceTotalMem_v2"));
-  if (!init || !count || !get || !name || !attr || !mem) return "the CUDA driver lacks expected symbols";
+  if (!init || !count || !get || !name || !attr || !mem)
+    return "the CUDA driver lacks expected symbols";
   if (init(0) != 0) return "cuInit failed (no usable GPU)";
   int n = 0;
   if (count(&n) != 0) return "cuDeviceGetCount failed";
@@ -93,7 +94,10 @@ std::string doctor_report() {
     s << "gpu: " << g.name << " (sm_" << g.compute_major << g.compute_minor << ", "
       << (g.memory_bytes >> 20) << " MiB)\n";
   s << "cache dir: " << (o.cache_dir.empty() ? "(none: no HOME)" : o.cache_dir) << " (KILN_CACHE="
-    << (o.cache == CacheMode::on ? "on" : o.cache == CacheMode::off ? "off" : "readonly") << ")\n";
+    << (o.cache == CacheMode::on    ? "on"
+        : o.cache == CacheMode::off ? "off"
+                                    : "readonly")
+    << ")\n";
 #ifdef KILN_WITH_LLVM
   s << "llvm: " << KILN_LLVM_VERSION << "\n";
 #else

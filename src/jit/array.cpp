@@ -21,8 +21,8 @@ namespace {
 void check_shape(const std::vector<int64_t>& shape, const char* what) {
   for (size_t i = 0; i < shape.size(); ++i)
     if (shape[i] < 0)
-      throw ShapeError(std::string(what) + ": dim " + std::to_string(i) +
-                       " must be >= 0, got " + std::to_string(shape[i]));
+      throw ShapeError(std::string(what) + ": dim " + std::to_string(i) + " must be >= 0, got " +
+                       std::to_string(shape[i]));
 }
 }  // namespace
 

@@ -35,7 +35,8 @@ cache::CacheKey kernel_key(const Backend& be, const std::string& group_text) {
   std::vector<std::pair<std::string, std::string>> fields = {
       {"kiln", KILN_VERSION},
       {"backend", be.fingerprint()},
-      {"device", cpu_info().fingerprint() + " isa_cap=" + std::to_string(static_cast<int>(global_options().isa))},
+      {"device", cpu_info().fingerprint() +
+                     " isa_cap=" + std::to_string(static_cast<int>(global_options().isa))},
       {"options", "abi=1"},
       {"group", group_text}};
   {
@@ -74,7 +75,8 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
   }
   if (!be)
     throw CompileError("no backend in this build can compile a " +
-                       std::string(ir::group_kind_name(g.kind)) + " kernel (kiln was built without LLVM)");
+                       std::string(ir::group_kind_name(g.kind)) +
+                       " kernel (kiln was built without LLVM)");
   std::string text = describe_group(g, layouts, out_storage);
   cache::CacheKey key = kernel_key(*be, text);
   bool want_text = req.keep_text || !global_options().dump_dir.empty();
@@ -82,7 +84,8 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
   kr.group = &g;
   kr.layouts = layouts;
   kr.out_storage = out_storage;
-  kr.name = req.function_name + "_" + std::string(ir::group_kind_name(g.kind)) + "_" + std::to_string(index);
+  kr.name = req.function_name + "_" + std::string(ir::group_kind_name(g.kind)) + "_" +
+            std::to_string(index);
   kr.keep_text = want_text;
   auto& mem = cache::MemoryCache::global();
   std::shared_ptr<CompiledKernel> k = mem.get(key);
@@ -99,12 +102,15 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
         try {
           auto t0 = std::chrono::steady_clock::now();
           k = be->load(kr, *payload);
-          k->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+          k->compile_ms =
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
           ++report.disk_hits;
         } catch (const CompileError& e) {
           // A well-formed entry whose object does not link (another toolchain's bytes under a
           // colliding key): recompile; the store below replaces it.
-          KILN_LOG_AT(warn) << "disk cache entry " << key.hex() << " could not be loaded: " << e.what();
+          KILN_LOG_AT(warn) << "disk cache entry " << key.hex()
+                            << " could not be loaded: " << e.what();
         }
       }
     }
@@ -120,7 +126,8 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
     k->manifest = key.manifest();
     mem.put(key, k);
   }
-  if (!global_options().dump_dir.empty()) write_kernel_dump(global_options().dump_dir, *k, g, graph_text);
+  if (!global_options().dump_dir.empty())
+    write_kernel_dump(global_options().dump_dir, *k, g, graph_text);
   return {k, be};
 }
 
@@ -128,8 +135,10 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
 
 void override_key_field_for_testing(const std::string& field, const std::string& value) {
   std::lock_guard<std::mutex> lock(key_override_mu);
-  if (value.empty()) key_overrides.erase(field);
-  else key_overrides[field] = value;
+  if (value.empty())
+    key_overrides.erase(field);
+  else
+    key_overrides[field] = value;
 }
 
 std::shared_ptr<Executable> compile_executable(const CompileRequest& req, CompileReport& report) {
@@ -143,7 +152,8 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
   std::unordered_set<const ir::Node*> graph_outputs;
   for (const auto& o : g.outputs) graph_outputs.insert(o.get());
   auto storage_of = [&](const ir::Node& n) {
-    if (n.op == ir::Op::Input || n.op == ir::Op::Constant || graph_outputs.count(&n)) return n.dtype;
+    if (n.op == ir::Op::Input || n.op == ir::Op::Constant || graph_outputs.count(&n))
+      return n.dtype;
     return temp_storage_dtype(n.dtype);
   };
 
@@ -191,20 +201,25 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
     spec.shape = ir::concrete_dims(o->shape);
     spec.dtype = o->dtype;
     auto it = slot_of.find(o);
-    if (it != slot_of.end()) spec.alias_of = it->second.index;
-    else slot_of[o] = BufferSlot{BufferSlot::Kind::output, static_cast<int>(i)};
+    if (it != slot_of.end())
+      spec.alias_of = it->second.index;
+    else
+      slot_of[o] = BufferSlot{BufferSlot::Kind::output, static_cast<int>(i)};
     exe->outputs.push_back(spec);
   }
   std::unordered_map<const ir::ConstantData*, int> const_index;
   auto leaf_slot = [&](const ir::NodePtr& leaf) -> BufferSlot {
-    if (leaf->op == ir::Op::Input) return {BufferSlot::Kind::input, static_cast<int>(leaf->attrs.arg)};
+    if (leaf->op == ir::Op::Input)
+      return {BufferSlot::Kind::input, static_cast<int>(leaf->attrs.arg)};
     if (leaf->op == ir::Op::Constant) {
-      auto [it, fresh] = const_index.emplace(leaf->attrs.data.get(), static_cast<int>(exe->constants.size()));
+      auto [it, fresh] =
+          const_index.emplace(leaf->attrs.data.get(), static_cast<int>(exe->constants.size()));
       if (fresh) exe->constants.push_back(leaf->attrs.data);
       return {BufferSlot::Kind::constant, it->second};
     }
     auto it = slot_of.find(leaf.get());
-    KILN_CHECK(it != slot_of.end()) << "leaf " << ir::op_name(leaf->op) << " used before it is computed";
+    KILN_CHECK(it != slot_of.end())
+        << "leaf " << ir::op_name(leaf->op) << " used before it is computed";
     return it->second;
   };
   for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
@@ -214,7 +229,8 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
     l.sched = schedule_for(grp);
     for (size_t j = 0; j < grp.leaves.size(); ++j) {
       l.slots.push_back(leaf_slot(grp.leaves[j]));
-      if (layouts_per_group[gi][j].runtime_strides) l.runtime_stride_args.push_back(static_cast<int>(grp.leaves[j]->attrs.arg));
+      if (layouts_per_group[gi][j].runtime_strides)
+        l.runtime_stride_args.push_back(static_cast<int>(grp.leaves[j]->attrs.arg));
     }
     const ir::Node* root = grp.root.get();
     auto it = slot_of.find(root);

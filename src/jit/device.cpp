@@ -87,9 +87,9 @@ CpuInfo detect() {
     clear(CpuFeature::amx_int8);
   }
   if (cap == IsaCap::avx2) {
-    for (CpuFeature x : {CpuFeature::avx512f, CpuFeature::avx512bw, CpuFeature::avx512dq,
-                         CpuFeature::avx512vl, CpuFeature::avx512_bf16, CpuFeature::avx512_fp16,
-                         CpuFeature::avx512_vnni})
+    for (CpuFeature x :
+         {CpuFeature::avx512f, CpuFeature::avx512bw, CpuFeature::avx512dq, CpuFeature::avx512vl,
+          CpuFeature::avx512_bf16, CpuFeature::avx512_fp16, CpuFeature::avx512_vnni})
       clear(x);
   }
   info.usable_features = usable;
@@ -116,10 +116,10 @@ CpuInfo detect() {
 }  // namespace
 
 std::string_view cpu_feature_name(CpuFeature f) {
-  static const char* names[] = {"sse4.2",      "avx",         "avx2",        "fma",
-                                "f16c",        "avx512f",     "avx512bw",    "avx512dq",
-                                "avx512vl",    "avx512_bf16", "avx512_fp16", "avx512_vnni",
-                                "avx_vnni",    "amx_tile",    "amx_bf16",    "amx_int8"};
+  static const char* names[] = {"sse4.2",   "avx",         "avx2",        "fma",
+                                "f16c",     "avx512f",     "avx512bw",    "avx512dq",
+                                "avx512vl", "avx512_bf16", "avx512_fp16", "avx512_vnni",
+                                "avx_vnni", "amx_tile",    "amx_bf16",    "amx_int8"};
   return names[static_cast<int>(f)];
 }
 

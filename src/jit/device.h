@@ -10,8 +10,23 @@
 namespace kiln {
 
 enum class CpuFeature : uint8_t {
-  sse42, avx, avx2, fma, f16c, avx512f, avx512bw, avx512dq, avx512vl, avx512_bf16, avx512_fp16,
-  avx512_vnni, avx_vnni, amx_tile, amx_bf16, amx_int8, kCount
+  sse42,
+  avx,
+  avx2,
+  fma,
+  f16c,
+  avx512f,
+  avx512bw,
+  avx512dq,
+  avx512vl,
+  avx512_bf16,
+  avx512_fp16,
+  avx512_vnni,
+  avx_vnni,
+  amx_tile,
+  amx_bf16,
+  amx_int8,
+  kCount
 };
 
 struct CpuInfo {

@@ -40,12 +40,18 @@ void Executable::run(std::span<const Array> inputs, std::span<Array> outs, Threa
     for (size_t i = 0; i < l.slots.size(); ++i) {
       const BufferSlot& s = l.slots[i];
       switch (s.kind) {
-        case BufferSlot::Kind::input: ptrs[i] = inputs[s.index].data(); break;
+        case BufferSlot::Kind::input:
+          ptrs[i] = inputs[s.index].data();
+          break;
         case BufferSlot::Kind::constant:
           ptrs[i] = const_cast<uint8_t*>(constants[s.index]->bytes.data());
           break;
-        case BufferSlot::Kind::temp: ptrs[i] = temps + temp_offsets[s.index]; break;
-        case BufferSlot::Kind::output: ptrs[i] = outs[s.index].data(); break;
+        case BufferSlot::Kind::temp:
+          ptrs[i] = temps + temp_offsets[s.index];
+          break;
+        case BufferSlot::Kind::output:
+          ptrs[i] = outs[s.index].data();
+          break;
       }
     }
     strides.clear();

@@ -32,7 +32,8 @@ struct Function::State {
   std::unordered_map<uint64_t, std::vector<Variant>> table;  // by signature hash
   int64_t variants = 0;
   std::mutex inflight_mu;
-  std::unordered_map<Signature, std::shared_future<std::shared_ptr<Executable>>, SignatureHash> inflight;
+  std::unordered_map<Signature, std::shared_future<std::shared_ptr<Executable>>, SignatureHash>
+      inflight;
 
   std::atomic<int64_t> calls{0}, compiles{0}, memory_hits{0}, kernel_memory_hits{0}, disk_hits{0},
       fallbacks{0};
@@ -56,7 +57,8 @@ ir::Graph trace(Function::State& s, const Signature& sig) {
   ir::Graph g;
   std::vector<Tensor> args;
   for (size_t i = 0; i < sig.args.size(); ++i) {
-    auto in = ir::make_input(static_cast<int64_t>(i), sig.args[i].dtype, ir::concrete_shape(sig.args[i].shape));
+    auto in = ir::make_input(static_cast<int64_t>(i), sig.args[i].dtype,
+                             ir::concrete_shape(sig.args[i].shape));
     g.inputs.push_back(in);
     args.emplace_back(in);
   }
@@ -82,7 +84,8 @@ std::shared_ptr<Executable> build(Function::State& s, const Signature& sig, bool
   return compile_executable(req, report);
 }
 
-std::shared_ptr<Executable> find_variant(Function::State& s, uint64_t hash, std::span<const Array> args) {
+std::shared_ptr<Executable> find_variant(Function::State& s, uint64_t hash,
+                                         std::span<const Array> args) {
   std::shared_lock<std::shared_mutex> lock(s.table_mu);
   auto it = s.table.find(hash);
   if (it == s.table.end()) return nullptr;
@@ -125,15 +128,15 @@ std::shared_ptr<Executable> compile_variant(Function::State& s, const Signature&
     s.disk_hits.fetch_add(report.disk_hits);
     {
       std::lock_guard<std::mutex> lock(s.stats_mu);
-      std::string reason = s.compiles.load() == 1 ? "first call with " + sig.str()
-                                                  : "new signature " + sig.str();
+      std::string reason =
+          s.compiles.load() == 1 ? "first call with " + sig.str() : "new signature " + sig.str();
       s.recompile_reasons.push_back(reason);
       for (const auto& b : report.backends) ++s.backend_kernels[b];
       for (const auto& f : report.fallbacks) s.fallback_reasons.push_back(f);
       s.fallbacks.fetch_add(static_cast<int64_t>(report.fallbacks.size()));
       KILN_LOG_AT(info) << s.name << ": " << report.kernels << " kernels (" << report.compiled
-                        << " compiled, " << report.memory_hits << " from memory, " << report.disk_hits
-                        << " from disk) for " << reason;
+                        << " compiled, " << report.memory_hits << " from memory, "
+                        << report.disk_hits << " from disk) for " << reason;
     }
     {
       std::unique_lock<std::shared_mutex> lock(s.table_mu);
@@ -158,20 +161,22 @@ std::shared_ptr<Executable> compile_variant(Function::State& s, const Signature&
 
 void check_outputs(const Function::State& s, const Executable& exe, std::span<Array> outputs) {
   if (outputs.size() != exe.outputs.size())
-    throw Error(s.name + ": expected " + std::to_string(exe.outputs.size()) + " output arrays, got " +
-                std::to_string(outputs.size()));
+    throw Error(s.name + ": expected " + std::to_string(exe.outputs.size()) +
+                " output arrays, got " + std::to_string(outputs.size()));
   for (size_t i = 0; i < outputs.size(); ++i) {
     const OutputSpec& o = exe.outputs[i];
     const Array& a = outputs[i];
     if (a.dtype() != o.dtype)
       throw DTypeError(s.name + ": output " + std::to_string(i) + " must be " +
-                       std::string(dtype_name(o.dtype)) + ", got " + std::string(dtype_name(a.dtype())));
+                       std::string(dtype_name(o.dtype)) + ", got " +
+                       std::string(dtype_name(a.dtype())));
     if (a.shape() != o.shape || !a.is_contiguous()) {
       std::string want, got;
       for (int64_t d : o.shape) want += (want.empty() ? "" : ",") + std::to_string(d);
       for (int64_t d : a.shape()) got += (got.empty() ? "" : ",") + std::to_string(d);
-      throw ShapeError(s.name + ": output " + std::to_string(i) + " must be a contiguous array of shape [" +
-                       want + "], got [" + got + "]" + (a.is_contiguous() ? "" : " (strided)"));
+      throw ShapeError(s.name + ": output " + std::to_string(i) +
+                       " must be a contiguous array of shape [" + want + "], got [" + got + "]" +
+                       (a.is_contiguous() ? "" : " (strided)"));
     }
     if (a.data() == nullptr && a.numel() > 0)
       throw Error(s.name + ": output " + std::to_string(i) + " has no data (a null pointer)");

@@ -18,7 +18,8 @@ struct ArgSig {
   bool aligned = true;  // data pointer 64-byte aligned
   std::vector<int64_t> shape;
   bool operator==(const ArgSig& o) const {
-    return dtype == o.dtype && contiguous == o.contiguous && aligned == o.aligned && shape == o.shape;
+    return dtype == o.dtype && contiguous == o.contiguous && aligned == o.aligned &&
+           shape == o.shape;
   }
 };
 

@@ -12,7 +12,8 @@ namespace kiln::detail {
 class CheckFailure {
  public:
   CheckFailure(const char* file, int line, const char* cond) {
-    stream_ << "kiln internal error at " << file << ":" << line << ": check `" << cond << "` failed";
+    stream_ << "kiln internal error at " << file << ":" << line << ": check `" << cond
+            << "` failed";
   }
   template <typename T>
   CheckFailure& operator<<(const T& v) {

@@ -8,10 +8,14 @@ namespace kiln {
 namespace {
 const char* level_name(LogLevel l) {
   switch (l) {
-    case LogLevel::error: return "error";
-    case LogLevel::warn: return "warning";
-    case LogLevel::info: return "info";
-    case LogLevel::debug: return "debug";
+    case LogLevel::error:
+      return "error";
+    case LogLevel::warn:
+      return "warning";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::debug:
+      return "debug";
   }
   return "?";
 }

@@ -33,7 +33,7 @@ class LogMessage {
 
 #include "support/check.h"
 
-#define KILN_LOG_AT(level)                               \
-  !::kiln::log_enabled(::kiln::LogLevel::level)          \
-      ? (void)0                                          \
+#define KILN_LOG_AT(level)                      \
+  !::kiln::log_enabled(::kiln::LogLevel::level) \
+      ? (void)0                                 \
       : ::kiln::detail::Voidify() & ::kiln::detail::LogMessage(::kiln::LogLevel::level)

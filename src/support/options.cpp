@@ -17,7 +17,8 @@ std::string env(const char* name) {
 }
 
 void warn_bad(const char* name, const std::string& value, const char* expected) {
-  std::fprintf(stderr, "kiln warning: ignoring %s=%s (expected %s)\n", name, value.c_str(), expected);
+  std::fprintf(stderr, "kiln warning: ignoring %s=%s (expected %s)\n", name, value.c_str(),
+               expected);
 }
 
 }  // namespace
@@ -32,40 +33,57 @@ GlobalOptions GlobalOptions::from_environment() {
     o.cache_dir = home + "/.cache/kiln";
   }
   if (auto c = env("KILN_CACHE"); !c.empty()) {
-    if (c == "on") o.cache = CacheMode::on;
-    else if (c == "off") o.cache = CacheMode::off;
-    else if (c == "readonly") o.cache = CacheMode::readonly;
-    else warn_bad("KILN_CACHE", c, "on, off or readonly");
+    if (c == "on")
+      o.cache = CacheMode::on;
+    else if (c == "off")
+      o.cache = CacheMode::off;
+    else if (c == "readonly")
+      o.cache = CacheMode::readonly;
+    else
+      warn_bad("KILN_CACHE", c, "on, off or readonly");
   }
   o.dump_dir = env("KILN_DUMP");
   if (auto l = env("KILN_LOG"); !l.empty()) {
-    if (l == "error") o.log = LogLevel::error;
-    else if (l == "warn" || l == "warning") o.log = LogLevel::warn;
-    else if (l == "info") o.log = LogLevel::info;
-    else if (l == "debug") o.log = LogLevel::debug;
-    else warn_bad("KILN_LOG", l, "error, warn, info or debug");
+    if (l == "error")
+      o.log = LogLevel::error;
+    else if (l == "warn" || l == "warning")
+      o.log = LogLevel::warn;
+    else if (l == "info")
+      o.log = LogLevel::info;
+    else if (l == "debug")
+      o.log = LogLevel::debug;
+    else
+      warn_bad("KILN_LOG", l, "error, warn, info or debug");
   }
   if (auto n = env("KILN_NUM_THREADS"); !n.empty()) {
     char* end = nullptr;
     long v = std::strtol(n.c_str(), &end, 10);
-    if (end && *end == 0 && v > 0 && v <= 1024) o.num_threads = static_cast<int>(v);
-    else warn_bad("KILN_NUM_THREADS", n, "a positive integer");
+    if (end && *end == 0 && v > 0 && v <= 1024)
+      o.num_threads = static_cast<int>(v);
+    else
+      warn_bad("KILN_NUM_THREADS", n, "a positive integer");
   }
   if (o.num_threads <= 0) {
     unsigned hc = std::thread::hardware_concurrency();
     o.num_threads = hc ? static_cast<int>(hc) : 1;
   }
   if (auto isa = env("KILN_ISA"); !isa.empty()) {
-    if (isa == "avx2") o.isa = IsaCap::avx2;
-    else if (isa == "avx512") o.isa = IsaCap::avx512;
-    else if (isa == "amx") o.isa = IsaCap::amx;
-    else warn_bad("KILN_ISA", isa, "avx2, avx512 or amx");
+    if (isa == "avx2")
+      o.isa = IsaCap::avx2;
+    else if (isa == "avx512")
+      o.isa = IsaCap::avx512;
+    else if (isa == "amx")
+      o.isa = IsaCap::amx;
+    else
+      warn_bad("KILN_ISA", isa, "avx2, avx512 or amx");
   }
   if (auto m = env("KILN_CACHE_MAX_BYTES"); !m.empty()) {
     char* end = nullptr;
     long long v = std::strtoll(m.c_str(), &end, 10);
-    if (end && *end == 0 && v > 0) o.cache_max_bytes = v;
-    else warn_bad("KILN_CACHE_MAX_BYTES", m, "a positive integer");
+    if (end && *end == 0 && v > 0)
+      o.cache_max_bytes = v;
+    else
+      warn_bad("KILN_CACHE_MAX_BYTES", m, "a positive integer");
   }
   return o;
 }

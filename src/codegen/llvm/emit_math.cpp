@@ -37,8 +37,9 @@ Value* emit_exp(llvm::IRBuilder<>& b, Value* x) {
   Value* r = b.CreateFSub(xc, b.CreateFMul(n, cf(b, 0.693359375)));
   r = b.CreateFSub(r, b.CreateFMul(n, cf(b, -2.12194440e-4)));
   Value* r2 = b.CreateFMul(r, r);
-  Value* p = horner(b, r, {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
-                           1.6666665459E-1, 5.0000001201E-1});
+  Value* p = horner(b, r,
+                    {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
+                     1.6666665459E-1, 5.0000001201E-1});
   p = b.CreateFAdd(b.CreateFAdd(b.CreateFMul(p, r2), r), cf(b, 1.0));
   Value* ni = b.CreateFPToSI(n, b.getInt32Ty());
   Value* bits = b.CreateShl(b.CreateAdd(ni, b.getInt32(127)), 23);
@@ -63,11 +64,13 @@ Value* emit_log(llvm::IRBuilder<>& b, Value* x) {
   Value* m = b.CreateBitCast(mbits, b.getFloatTy());  // in [0.5, 1)
   Value* small = b.CreateFCmpOLT(m, cf(b, 0.707106781186547524));
   Value* ef = b.CreateSIToFP(b.CreateSub(e, b.CreateZExt(small, i32)), b.getFloatTy());
-  m = b.CreateSelect(small, b.CreateFSub(b.CreateFAdd(m, m), cf(b, 1.0)), b.CreateFSub(m, cf(b, 1.0)));
+  m = b.CreateSelect(small, b.CreateFSub(b.CreateFAdd(m, m), cf(b, 1.0)),
+                     b.CreateFSub(m, cf(b, 1.0)));
   Value* z = b.CreateFMul(m, m);
-  Value* p = horner(b, m, {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1,
-                           1.4249322787E-1, -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1,
-                           3.3333331174E-1});
+  Value* p =
+      horner(b, m,
+             {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
+              -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1});
   Value* y = b.CreateFMul(b.CreateFMul(m, z), p);
   y = b.CreateFAdd(y, b.CreateFMul(ef, cf(b, -2.12194440e-4)));
   y = b.CreateFSub(y, b.CreateFMul(z, cf(b, 0.5)));
@@ -85,8 +88,9 @@ Value* emit_tanh(llvm::IRBuilder<>& b, Value* x) {
   Value* ax = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
   // Small |x|: odd polynomial (Cephes tanhf); large: 1 - 2 / (exp(2|x|) + 1).
   Value* z = b.CreateFMul(x, x);
-  Value* p = horner(b, z, {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
-                           1.33314422036E-1, -3.33332819422E-1});
+  Value* p = horner(b, z,
+                    {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1,
+                     -3.33332819422E-1});
   Value* small = b.CreateFAdd(b.CreateFMul(b.CreateFMul(p, z), x), x);
   Value* e = emit_exp(b, b.CreateFMul(ax, cf(b, 2.0)));
   Value* big = b.CreateFSub(cf(b, 1.0), b.CreateFDiv(cf(b, 2.0), b.CreateFAdd(e, cf(b, 1.0))));
@@ -100,12 +104,14 @@ Value* emit_erf(llvm::IRBuilder<>& b, Value* x) {
   // Rational approximation on [-4, 4] (erf is +-1 to float precision beyond).
   Value* xc = b.CreateMinNum(b.CreateMaxNum(x, cf(b, -4.0)), cf(b, 4.0));
   Value* x2 = b.CreateFMul(xc, xc);
-  Value* p = horner(b, x2, {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
-                            -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
-                            -1.60960333262415e-02});
+  Value* p = horner(
+      b, x2,
+      {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+       -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02});
   p = b.CreateFMul(p, xc);
-  Value* q = horner(b, x2, {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
-                            -7.37332916720468e-03, -1.42647390514189e-02});
+  Value* q = horner(b, x2,
+                    {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+                     -7.37332916720468e-03, -1.42647390514189e-02});
   Value* r = b.CreateFDiv(p, q);
   return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
 }

@@ -85,7 +85,8 @@ class JITDylibObject : public LoadedObject {
   }
   void* lookup(const std::string& symbol) override {
     auto sym = engine().jit->lookup(*jd_, symbol);
-    if (!sym) throw CompileError("JIT lookup of " + symbol + " failed: " + llvm::toString(sym.takeError()));
+    if (!sym)
+      throw CompileError("JIT lookup of " + symbol + " failed: " + llvm::toString(sym.takeError()));
     return sym->toPtr<void*>();
   }
 
@@ -108,8 +109,9 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine() {
   llvm::TargetOptions opts;
   // Small code model: JITLink keeps a kernel's sections in one allocation, so constants are
   // addressed PC-relative instead of through the GOT (the large model reloads them in loops).
-  auto* tm = target->createTargetMachine(triple, e.cpu, e.features, opts, llvm::Reloc::PIC_,
-                                         llvm::CodeModel::Small, llvm::CodeGenOptLevel::Aggressive, true);
+  auto* tm =
+      target->createTargetMachine(triple, e.cpu, e.features, opts, llvm::Reloc::PIC_,
+                                  llvm::CodeModel::Small, llvm::CodeGenOptLevel::Aggressive, true);
   if (!tm) throw CompileError("LLVM could not create a target machine for " + triple);
   return std::unique_ptr<llvm::TargetMachine>(tm);
 }
@@ -153,14 +155,16 @@ std::vector<uint8_t> emit_object(llvm::Module& m, llvm::TargetMachine& tm, std::
   return std::vector<uint8_t>(buf.begin(), buf.end());
 }
 
-std::unique_ptr<LoadedObject> load_object(const std::vector<uint8_t>& object, const std::string& name) {
+std::unique_ptr<LoadedObject> load_object(const std::vector<uint8_t>& object,
+                                          const std::string& name) {
   Engine& e = engine();
   llvm::orc::JITDylib* jd;
   {
     std::lock_guard<std::mutex> lock(e.mu);
     std::string jd_name = name + "." + std::to_string(e.counter.fetch_add(1));
     auto jdx = e.jit->getExecutionSession().createJITDylib(jd_name);
-    if (!jdx) throw CompileError("JIT: cannot create a JITDylib: " + llvm::toString(jdx.takeError()));
+    if (!jdx)
+      throw CompileError("JIT: cannot create a JITDylib: " + llvm::toString(jdx.takeError()));
     jd = &*jdx;
     // libm and libc symbols (exp, memset, ...) come from the process.
     auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(

@@ -36,6 +36,7 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm);
 std::vector<uint8_t> emit_object(llvm::Module& m, llvm::TargetMachine& tm, std::string* asm_text);
 
 // Links an object into a new JITDylib; throws kiln::CompileError on failure.
-std::unique_ptr<LoadedObject> load_object(const std::vector<uint8_t>& object, const std::string& name);
+std::unique_ptr<LoadedObject> load_object(const std::vector<uint8_t>& object,
+                                          const std::string& name);
 
 }  // namespace kiln::llvmjit

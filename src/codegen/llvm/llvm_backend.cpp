@@ -44,7 +44,8 @@ class LlvmBackend : public Backend {
            " features=" + llvmjit::target_features();
   }
 
-  bool can_compile(const ir::FusionGroup&, const std::vector<LeafLayout>&, Decline*) const override {
+  bool can_compile(const ir::FusionGroup&, const std::vector<LeafLayout>&,
+                   Decline*) const override {
     return true;
   }
 
@@ -52,7 +53,8 @@ class LlvmBackend : public Backend {
                                           std::vector<uint8_t>* artifact) override {
     auto t0 = std::chrono::steady_clock::now();
     llvm::LLVMContext ctx;
-    std::unique_ptr<llvm::Module> m = llvmjit::lower_group(ctx, *req.group, req.layouts, req.out_storage);
+    std::unique_ptr<llvm::Module> m =
+        llvmjit::lower_group(ctx, *req.group, req.layouts, req.out_storage);
     auto tm = llvmjit::make_target_machine();
     m->setDataLayout(tm->createDataLayout());
     m->setTargetTriple(tm->getTargetTriple().str());
@@ -66,7 +68,8 @@ class LlvmBackend : public Backend {
     auto k = link(req, obj);
     k->source = std::move(ir_text);
     k->asm_text = std::move(asm_text);
-    k->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    k->compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (artifact) *artifact = std::move(obj);
     return k;
   }

@@ -73,10 +73,18 @@ class Emitter {
     out_ptr_ = load_ptr(bufs, g_.leaves.size());
     for (const auto& n : g_.nodes) in_group_.insert(n.get());
     switch (g_.kind) {
-      case ir::GroupKind::elementwise: emit_elementwise(); break;
-      case ir::GroupKind::row_reduce: emit_row_reduce(); break;
-      case ir::GroupKind::matmul: emit_matmul(); break;
-      case ir::GroupKind::conv2d: emit_conv2d(); break;
+      case ir::GroupKind::elementwise:
+        emit_elementwise();
+        break;
+      case ir::GroupKind::row_reduce:
+        emit_row_reduce();
+        break;
+      case ir::GroupKind::matmul:
+        emit_matmul();
+        break;
+      case ir::GroupKind::conv2d:
+        emit_conv2d();
+        break;
     }
     b_.CreateRetVoid();
     std::string err;
@@ -89,51 +97,75 @@ class Emitter {
   // ---- types and conversions -------------------------------------------------------------
   llvm::Type* storage_type(DType t) {
     switch (t) {
-      case DType::f32: return b_.getFloatTy();
-      case DType::f64: return b_.getDoubleTy();
-      case DType::f16: return b_.getHalfTy();
-      case DType::bf16: return b_.getInt16Ty();
-      case DType::i8: return b_.getInt8Ty();
-      case DType::i32: return b_.getInt32Ty();
-      case DType::i64: return b_.getInt64Ty();
-      case DType::boolean: return b_.getInt8Ty();
+      case DType::f32:
+        return b_.getFloatTy();
+      case DType::f64:
+        return b_.getDoubleTy();
+      case DType::f16:
+        return b_.getHalfTy();
+      case DType::bf16:
+        return b_.getInt16Ty();
+      case DType::i8:
+        return b_.getInt8Ty();
+      case DType::i32:
+        return b_.getInt32Ty();
+      case DType::i64:
+        return b_.getInt64Ty();
+      case DType::boolean:
+        return b_.getInt8Ty();
     }
     return nullptr;
   }
   llvm::Type* compute_type(DType t) {
     switch (t) {
-      case DType::f32: case DType::f16: case DType::bf16: return b_.getFloatTy();
-      case DType::f64: return b_.getDoubleTy();
-      case DType::i8: return b_.getInt8Ty();
-      case DType::i32: return b_.getInt32Ty();
-      case DType::i64: return b_.getInt64Ty();
-      case DType::boolean: return b_.getInt1Ty();
+      case DType::f32:
+      case DType::f16:
+      case DType::bf16:
+        return b_.getFloatTy();
+      case DType::f64:
+        return b_.getDoubleTy();
+      case DType::i8:
+        return b_.getInt8Ty();
+      case DType::i32:
+        return b_.getInt32Ty();
+      case DType::i64:
+        return b_.getInt64Ty();
+      case DType::boolean:
+        return b_.getInt1Ty();
     }
     return nullptr;
   }
   Value* to_compute(Value* v, DType t) {
     switch (t) {
-      case DType::f16: return b_.CreateFPExt(v, b_.getFloatTy());
+      case DType::f16:
+        return b_.CreateFPExt(v, b_.getFloatTy());
       case DType::bf16:
-        return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
-      case DType::boolean: return b_.CreateICmpNE(v, b_.getInt8(0));
-      default: return v;
+        return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16),
+                                b_.getFloatTy());
+      case DType::boolean:
+        return b_.CreateICmpNE(v, b_.getInt8(0));
+      default:
+        return v;
     }
   }
   Value* from_compute(Value* v, DType t) {
     switch (t) {
-      case DType::f16: return b_.CreateFPTrunc(v, b_.getHalfTy());
+      case DType::f16:
+        return b_.CreateFPTrunc(v, b_.getHalfTy());
       case DType::bf16: {
         // Round to nearest even; NaN stays a quiet NaN.
         Value* bits = b_.CreateBitCast(v, b_.getInt32Ty());
         Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
-        Value* rounded = b_.CreateLShr(b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7fff))), 16);
+        Value* rounded =
+            b_.CreateLShr(b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7fff))), 16);
         Value* nan = b_.CreateOr(b_.CreateLShr(bits, 16), b_.getInt32(0x40));
         Value* r = b_.CreateSelect(b_.CreateFCmpUNO(v, v), nan, rounded);
         return b_.CreateTrunc(r, b_.getInt16Ty());
       }
-      case DType::boolean: return b_.CreateZExt(v, b_.getInt8Ty());
-      default: return v;
+      case DType::boolean:
+        return b_.CreateZExt(v, b_.getInt8Ty());
+      default:
+        return v;
     }
   }
   // Rounds a compute value to what `t` can hold. float16/bfloat16 values are computed in float32
@@ -156,8 +188,9 @@ class Emitter {
 
   // ---- loops ------------------------------------------------------------------------------
   // for (iv = lo; iv < hi; ++iv) body(iv), carrying `carried` values through the loop.
-  std::vector<Value*> loop(Value* lo, Value* hi, std::vector<Value*> carried,
-                           const std::function<std::vector<Value*>(Value*, const std::vector<Value*>&)>& body) {
+  std::vector<Value*> loop(
+      Value* lo, Value* hi, std::vector<Value*> carried,
+      const std::function<std::vector<Value*>(Value*, const std::vector<Value*>&)>& body) {
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* bodybb = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -188,10 +221,11 @@ class Emitter {
   }
 
   // Nested loops over `axes` of `dims`, filling idx[axis]; the innermost loop is the last axis.
-  std::vector<Value*> loop_nest(const std::vector<int64_t>& axes, const std::vector<int64_t>& dims,
-                                Idx& idx, std::vector<Value*> carried,
-                                const std::function<std::vector<Value*>(const std::vector<Value*>&)>& body,
-                                size_t level = 0) {
+  std::vector<Value*> loop_nest(
+      const std::vector<int64_t>& axes, const std::vector<int64_t>& dims, Idx& idx,
+      std::vector<Value*> carried,
+      const std::function<std::vector<Value*>(const std::vector<Value*>&)>& body,
+      size_t level = 0) {
     if (level == axes.size()) return body(carried);
     int64_t ax = axes[level];
     return loop(b_.getInt64(0), b_.getInt64(dims[ax]), carried,
@@ -220,7 +254,9 @@ class Emitter {
     Value* lin = b_.getInt64(0);
     auto st = ir::row_major_strides(dims);
     for (size_t i = 0; i < idx.size(); ++i)
-      if (dims[i] != 1) lin = b_.CreateAdd(lin, b_.CreateMul(idx[i], b_.getInt64(st[i]), "", true, true), "", true, true);
+      if (dims[i] != 1)
+        lin = b_.CreateAdd(lin, b_.CreateMul(idx[i], b_.getInt64(st[i]), "", true, true), "", true,
+                           true);
     return lin;
   }
 
@@ -254,22 +290,29 @@ class Emitter {
   }
 
   Value* emit_uncached(const Node& n, const Idx& idx) {
-    KILN_CHECK(in_group_.count(&n)) << "node " << ir::op_name(n.op) << " is neither computed nor a leaf";
+    KILN_CHECK(in_group_.count(&n))
+        << "node " << ir::op_name(n.op) << " is neither computed nor a leaf";
     switch (ir::op_kind(n.op)) {
       case ir::OpKind::leaf:
         KILN_CHECK(n.op == Op::Constant && n.shape.empty());
         return constant(n.constant_at(0), n.dtype);
-      case ir::OpKind::unary: return emit_unary(n, emit(n.inputs[0].get(), idx));
+      case ir::OpKind::unary:
+        return emit_unary(n, emit(n.inputs[0].get(), idx));
       case ir::OpKind::binary:
         return emit_binary(n, emit(n.inputs[0].get(), idx), emit(n.inputs[1].get(), idx));
       case ir::OpKind::ternary:
         return b_.CreateSelect(emit(n.inputs[0].get(), idx), emit(n.inputs[1].get(), idx),
                                emit(n.inputs[2].get(), idx));
-      case ir::OpKind::cast: return emit_cast(emit(n.inputs[0].get(), idx), n.inputs[0]->dtype, n.dtype);
-      case ir::OpKind::view: return emit(n.inputs[0].get(), view_index(n, idx));
-      case ir::OpKind::concat: return emit_concat(n, idx);
-      case ir::OpKind::reduce: return reduced_value(n, idx);
-      case ir::OpKind::contraction: return contraction_value(n, idx);
+      case ir::OpKind::cast:
+        return emit_cast(emit(n.inputs[0].get(), idx), n.inputs[0]->dtype, n.dtype);
+      case ir::OpKind::view:
+        return emit(n.inputs[0].get(), view_index(n, idx));
+      case ir::OpKind::concat:
+        return emit_concat(n, idx);
+      case ir::OpKind::reduce:
+        return reduced_value(n, idx);
+      case ir::OpKind::contraction:
+        return contraction_value(n, idx);
     }
     KILN_CHECK(false) << "cannot inline " << ir::op_name(n.op);
     return nullptr;
@@ -291,9 +334,12 @@ class Emitter {
       case Op::Slice:
         for (size_t i = 0; i < r.size(); ++i) {
           int64_t start = n.attrs.starts[i], step = n.attrs.steps[i];
-          if (n.shape[i].value == 1) r[i] = b_.getInt64(start);
-          else if (start == 0 && step == 1) r[i] = idx[i];
-          else r[i] = b_.CreateAdd(b_.getInt64(start), b_.CreateMul(idx[i], b_.getInt64(step)));
+          if (n.shape[i].value == 1)
+            r[i] = b_.getInt64(start);
+          else if (start == 0 && step == 1)
+            r[i] = idx[i];
+          else
+            r[i] = b_.CreateAdd(b_.getInt64(start), b_.CreateMul(idx[i], b_.getInt64(step)));
         }
         return r;
       case Op::Reshape: {
@@ -315,7 +361,8 @@ class Emitter {
         Value* lin = linearize(idx, ir::concrete_dims(n.shape));
         return delinearize(lin, ir::concrete_dims(in.shape));
       }
-      default: break;
+      default:
+        break;
     }
     KILN_CHECK(false) << "not a view: " << ir::op_name(n.op);
     return r;
@@ -332,10 +379,12 @@ class Emitter {
       // Clamp so inputs not selected still read in bounds; the select keeps the right one.
       Value* local = b_.CreateSub(idx[axis], b_.getInt64(offset));
       local = b_.CreateSelect(b_.CreateICmpSLT(local, b_.getInt64(0)), b_.getInt64(0), local);
-      local = b_.CreateSelect(b_.CreateICmpSGT(local, b_.getInt64(ext - 1)), b_.getInt64(ext - 1), local);
+      local = b_.CreateSelect(b_.CreateICmpSGT(local, b_.getInt64(ext - 1)), b_.getInt64(ext - 1),
+                              local);
       sub[axis] = local;
       Value* v = emit(in.get(), sub);
-      result = result ? b_.CreateSelect(b_.CreateICmpSGE(idx[axis], b_.getInt64(offset)), v, result) : v;
+      result =
+          result ? b_.CreateSelect(b_.CreateICmpSGE(idx[axis], b_.getInt64(offset)), v, result) : v;
       offset += ext;
     }
     return result;
@@ -345,28 +394,40 @@ class Emitter {
     bool fl = is_float_compute(n.dtype);
     DType t = n.dtype;
     switch (n.op) {
-      case Op::Neg: return fl ? b_.CreateFNeg(x) : b_.CreateNeg(x);
+      case Op::Neg:
+        return fl ? b_.CreateFNeg(x) : b_.CreateNeg(x);
       case Op::Abs:
         if (fl) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
         if (t == DType::boolean) return x;
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
-      case Op::Exp: return emit_exp(b_, x);
-      case Op::Log: return emit_log(b_, x);
-      case Op::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+      case Op::Exp:
+        return emit_exp(b_, x);
+      case Op::Log:
+        return emit_log(b_, x);
+      case Op::Sqrt:
+        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
       case Op::Rsqrt:
         return b_.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0),
                              b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
-      case Op::Tanh: return emit_tanh(b_, x);
-      case Op::Sigmoid: return emit_sigmoid(b_, x);
-      case Op::Erf: return emit_erf(b_, x);
+      case Op::Tanh:
+        return emit_tanh(b_, x);
+      case Op::Sigmoid:
+        return emit_sigmoid(b_, x);
+      case Op::Erf:
+        return emit_erf(b_, x);
       case Op::Relu:
-        if (fl) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, llvm::ConstantFP::get(x->getType(), 0.0));
-        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, llvm::ConstantInt::get(x->getType(), 0));
+        if (fl)
+          return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x,
+                                          llvm::ConstantFP::get(x->getType(), 0.0));
+        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x,
+                                        llvm::ConstantInt::get(x->getType(), 0));
       case Op::Square:
         if (t == DType::boolean) return x;
         return fl ? b_.CreateFMul(x, x) : b_.CreateMul(x, x);
-      case Op::Not: return b_.CreateNot(x);
-      default: break;
+      case Op::Not:
+        return b_.CreateNot(x);
+      default:
+        break;
     }
     KILN_CHECK(false) << "unary " << ir::op_name(n.op);
     return nullptr;
@@ -377,15 +438,20 @@ class Emitter {
     bool fl = is_float_compute(in_t);
     bool bl = in_t == DType::boolean;
     switch (n.op) {
-      case Op::Add: return fl ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
-      case Op::Sub: return fl ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
-      case Op::Mul: return fl ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
-      case Op::Div: return b_.CreateFDiv(a, c);
+      case Op::Add:
+        return fl ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
+      case Op::Sub:
+        return fl ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
+      case Op::Mul:
+        return fl ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
+      case Op::Div:
+        return b_.CreateFDiv(a, c);
       case Op::Pow:
         if (fl) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c);
         {
           llvm::Type* d = b_.getDoubleTy();
-          Value* r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, bl ? b_.CreateUIToFP(a, d) : b_.CreateSIToFP(a, d),
+          Value* r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow,
+                                              bl ? b_.CreateUIToFP(a, d) : b_.CreateSIToFP(a, d),
                                               bl ? b_.CreateUIToFP(c, d) : b_.CreateSIToFP(c, d));
           return float_to_int_wrapping(r, a->getType());
         }
@@ -395,15 +461,24 @@ class Emitter {
       case Op::Minimum:
         if (fl) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, c);
         return bl ? b_.CreateAnd(a, c) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, c);
-      case Op::Lt: return fl ? b_.CreateFCmpOLT(a, c) : bl ? b_.CreateICmpULT(a, c) : b_.CreateICmpSLT(a, c);
-      case Op::Le: return fl ? b_.CreateFCmpOLE(a, c) : bl ? b_.CreateICmpULE(a, c) : b_.CreateICmpSLE(a, c);
-      case Op::Gt: return fl ? b_.CreateFCmpOGT(a, c) : bl ? b_.CreateICmpUGT(a, c) : b_.CreateICmpSGT(a, c);
-      case Op::Ge: return fl ? b_.CreateFCmpOGE(a, c) : bl ? b_.CreateICmpUGE(a, c) : b_.CreateICmpSGE(a, c);
-      case Op::Eq: return fl ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
-      case Op::Ne: return fl ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
-      case Op::And: return b_.CreateAnd(a, c);
-      case Op::Or: return b_.CreateOr(a, c);
-      default: break;
+      case Op::Lt:
+        return fl ? b_.CreateFCmpOLT(a, c) : bl ? b_.CreateICmpULT(a, c) : b_.CreateICmpSLT(a, c);
+      case Op::Le:
+        return fl ? b_.CreateFCmpOLE(a, c) : bl ? b_.CreateICmpULE(a, c) : b_.CreateICmpSLE(a, c);
+      case Op::Gt:
+        return fl ? b_.CreateFCmpOGT(a, c) : bl ? b_.CreateICmpUGT(a, c) : b_.CreateICmpSGT(a, c);
+      case Op::Ge:
+        return fl ? b_.CreateFCmpOGE(a, c) : bl ? b_.CreateICmpUGE(a, c) : b_.CreateICmpSGE(a, c);
+      case Op::Eq:
+        return fl ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
+      case Op::Ne:
+        return fl ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
+      case Op::And:
+        return b_.CreateAnd(a, c);
+      case Op::Or:
+        return b_.CreateOr(a, c);
+      default:
+        break;
     }
     KILN_CHECK(false) << "binary " << ir::op_name(n.op);
     return nullptr;
@@ -429,7 +504,8 @@ class Emitter {
 
   // The contraction's value inside its epilogue: only at the element being stored.
   Value* contraction_value(const Node& n, const Idx& idx) {
-    KILN_CHECK(&n == g_.contraction.get() && contraction_value_) << "contraction outside its kernel";
+    KILN_CHECK(&n == g_.contraction.get() && contraction_value_)
+        << "contraction outside its kernel";
     for (size_t i = 0; i < idx.size(); ++i)
       if (n.shape[i].value != 1 && idx[i] != contraction_idx_[i]) throw FusionRejected(&n);
     return contraction_value_;
@@ -449,7 +525,8 @@ class Emitter {
   Value* float_to_int_wrapping(Value* v, llvm::Type* dst) {
     Value* finite = b_.CreateFCmpOLT(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v),
                                      llvm::ConstantFP::getInfinity(v->getType()));
-    Value* wide = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), v->getType()}, {v});
+    Value* wide =
+        b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b_.getInt64Ty(), v->getType()}, {v});
     wide = b_.CreateSelect(finite, wide, b_.getInt64(0));
     return b_.CreateTrunc(wide, dst);
   }
@@ -460,7 +537,8 @@ class Emitter {
     if (it == reduce_value_.end()) throw FusionRejected(&n);
     // Valid only when read at the rows being computed: kept axes must be the row's indices.
     for (size_t i = 0; i < idx.size(); ++i) {
-      bool red = std::binary_search(g_.reduce_axes.begin(), g_.reduce_axes.end(), static_cast<int64_t>(i));
+      bool red =
+          std::binary_search(g_.reduce_axes.begin(), g_.reduce_axes.end(), static_cast<int64_t>(i));
       if (!red && g_.domain[i].value != 1 && idx[i] != outer_idx_[i]) throw FusionRejected(&n);
     }
     return it->second;
@@ -470,16 +548,23 @@ class Emitter {
     DType t = r.dtype;
     bool fl = is_float_compute(t);
     switch (r.op) {
-      case Op::ReduceSum: case Op::ReduceMean: return constant(0, t);
+      case Op::ReduceSum:
+      case Op::ReduceMean:
+        return constant(0, t);
       case Op::ReduceMax:
         if (t == DType::boolean) return b_.getFalse();
         return fl ? llvm::ConstantFP::getInfinity(compute_type(t), true)
-                  : llvm::ConstantInt::get(compute_type(t), llvm::APInt::getSignedMinValue(compute_type(t)->getIntegerBitWidth()));
+                  : llvm::ConstantInt::get(
+                        compute_type(t),
+                        llvm::APInt::getSignedMinValue(compute_type(t)->getIntegerBitWidth()));
       case Op::ReduceMin:
         if (t == DType::boolean) return b_.getTrue();
         return fl ? llvm::ConstantFP::getInfinity(compute_type(t), false)
-                  : llvm::ConstantInt::get(compute_type(t), llvm::APInt::getSignedMaxValue(compute_type(t)->getIntegerBitWidth()));
-      default: break;
+                  : llvm::ConstantInt::get(
+                        compute_type(t),
+                        llvm::APInt::getSignedMaxValue(compute_type(t)->getIntegerBitWidth()));
+      default:
+        break;
     }
     KILN_CHECK(false);
     return nullptr;
@@ -489,7 +574,8 @@ class Emitter {
     DType t = r.dtype;
     bool fl = is_float_compute(t);
     switch (r.op) {
-      case Op::ReduceSum: case Op::ReduceMean:
+      case Op::ReduceSum:
+      case Op::ReduceMean:
         if (fl) {
           // Reassociation lets the vectorizer keep several partial sums (blocked summation).
           auto* add = llvm::cast<llvm::Instruction>(b_.CreateFAdd(acc, x));
@@ -507,7 +593,8 @@ class Emitter {
         if (t == DType::boolean) return b_.CreateAnd(acc, x);
         return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, acc, x)
                   : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, acc, x);
-      default: break;
+      default:
+        break;
     }
     KILN_CHECK(false);
     return nullptr;
@@ -574,10 +661,10 @@ class Emitter {
         if (!ir::is_reduce(n->op) || leaf_index_.count(n.get())) continue;
         Idx idx = outer_idx_;
         const Node* input = n->inputs[0].get();
-        std::vector<Value*> acc = loop_nest(axes, dims, idx, {reduce_init(*n)},
-                                            [&](const std::vector<Value*>& cur) {
-                                              return std::vector<Value*>{reduce_combine(*n, cur[0], emit(input, idx))};
-                                            });
+        std::vector<Value*> acc =
+            loop_nest(axes, dims, idx, {reduce_init(*n)}, [&](const std::vector<Value*>& cur) {
+              return std::vector<Value*>{reduce_combine(*n, cur[0], emit(input, idx))};
+            });
         Value* v = acc[0];
         if (n->op == Op::ReduceMean) {
           int64_t count = 1;
@@ -592,8 +679,10 @@ class Emitter {
         bool keepdims = g_.root->shape.size() == dims.size();
         for (size_t i = 0; i < dims.size(); ++i) {
           bool red = std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i));
-          if (!red) ridx.push_back(outer_idx_[i]);
-          else if (keepdims) ridx.push_back(b_.getInt64(0));
+          if (!red)
+            ridx.push_back(outer_idx_[i]);
+          else if (keepdims)
+            ridx.push_back(b_.getInt64(0));
         }
         memo_.clear();
         store_out(emit(g_.root.get(), ridx), o);
@@ -632,7 +721,8 @@ class Emitter {
       };
       if (accumulate_in_output) {
         loop(b_.getInt64(0), b_.getInt64(n), {}, [&](Value* j, const std::vector<Value*>&) {
-          b_.CreateStore(from_compute(constant(0, t), t), b_.CreateInBoundsGEP(st, out_ptr_, b_.CreateAdd(row_base, j)));
+          b_.CreateStore(from_compute(constant(0, t), t),
+                         b_.CreateInBoundsGEP(st, out_ptr_, b_.CreateAdd(row_base, j)));
           return std::vector<Value*>{};
         });
         loop(b_.getInt64(0), b_.getInt64(k), {}, [&](Value* kk, const std::vector<Value*>&) {
@@ -713,69 +803,95 @@ class Emitter {
       Value* cbase = b_.CreateMul(b_.CreateUDiv(oc, b_.getInt64(og)), b_.getInt64(cg));
       Value* plane = b_.CreateMul(u, b_.getInt64(out[2] * out[3]));
       if (in_output) {
-        loop(b_.getInt64(0), b_.getInt64(out[2] * out[3]), {}, [&](Value* e, const std::vector<Value*>&) {
-          b_.CreateStore(from_compute(constant(0, t), t), b_.CreateInBoundsGEP(st, out_ptr_, b_.CreateAdd(plane, e)));
-          return std::vector<Value*>{};
-        });
+        loop(b_.getInt64(0), b_.getInt64(out[2] * out[3]), {},
+             [&](Value* e, const std::vector<Value*>&) {
+               b_.CreateStore(from_compute(constant(0, t), t),
+                              b_.CreateInBoundsGEP(st, out_ptr_, b_.CreateAdd(plane, e)));
+               return std::vector<Value*>{};
+             });
         loop(b_.getInt64(0), b_.getInt64(cg), {}, [&](Value* c, const std::vector<Value*>&) {
-          return loop(b_.getInt64(0), b_.getInt64(ws[2]), {}, [&](Value* kh, const std::vector<Value*>&) {
-            return loop(b_.getInt64(0), b_.getInt64(ws[3]), {}, [&](Value* kw, const std::vector<Value*>&) {
-              Value* wv = emit(w, {oc, c, kh, kw});
-              Value* hoff = b_.CreateSub(b_.CreateMul(kh, b_.getInt64(p.dilation[0])), b_.getInt64(p.padding[0]));
-              Value* woff = b_.CreateSub(b_.CreateMul(kw, b_.getInt64(p.dilation[1])), b_.getInt64(p.padding[1]));
-              // ih = oh*s + hoff in [0, H)  <=>  oh in [ceil(-hoff/s), floor((H-1-hoff)/s)]
-              Value* oh_lo = ceil_div_clamped(b_.CreateNeg(hoff), p.stride[0]);
-              Value* oh_hi = floor_div_plus1_clamped(b_.CreateSub(b_.getInt64(xs[2] - 1), hoff), p.stride[0], out[2]);
-              Value* ow_lo = ceil_div_clamped(b_.CreateNeg(woff), p.stride[1]);
-              Value* ow_hi = floor_div_plus1_clamped(b_.CreateSub(b_.getInt64(xs[3] - 1), woff), p.stride[1], out[3]);
-              return loop(oh_lo, oh_hi, {}, [&](Value* oh, const std::vector<Value*>&) {
-                Value* ih = b_.CreateAdd(b_.CreateMul(oh, b_.getInt64(p.stride[0])), hoff);
-                Value* row = b_.CreateAdd(plane, b_.CreateMul(oh, b_.getInt64(out[3])));
-                return loop(ow_lo, ow_hi, {}, [&](Value* ow, const std::vector<Value*>&) {
-                  Value* iw = b_.CreateAdd(b_.CreateMul(ow, b_.getInt64(p.stride[1])), woff);
-                  Value* xv = emit(x, {nimg, b_.CreateAdd(cbase, c), ih, iw});
-                  Value* ptr = b_.CreateInBoundsGEP(st, out_ptr_, b_.CreateAdd(row, ow));
-                  Value* cur = to_compute(b_.CreateLoad(st, ptr), t);
-                  Value* r = is_floating(t) ? fma(xv, wv, cur) : b_.CreateAdd(cur, b_.CreateMul(xv, wv));
-                  b_.CreateStore(from_compute(r, t), ptr);
-                  return std::vector<Value*>{};
-                });
+          return loop(
+              b_.getInt64(0), b_.getInt64(ws[2]), {}, [&](Value* kh, const std::vector<Value*>&) {
+                return loop(
+                    b_.getInt64(0), b_.getInt64(ws[3]), {},
+                    [&](Value* kw, const std::vector<Value*>&) {
+                      Value* wv = emit(w, {oc, c, kh, kw});
+                      Value* hoff = b_.CreateSub(b_.CreateMul(kh, b_.getInt64(p.dilation[0])),
+                                                 b_.getInt64(p.padding[0]));
+                      Value* woff = b_.CreateSub(b_.CreateMul(kw, b_.getInt64(p.dilation[1])),
+                                                 b_.getInt64(p.padding[1]));
+                      // ih = oh*s + hoff in [0, H)  <=>  oh in [ceil(-hoff/s), floor((H-1-hoff)/s)]
+                      Value* oh_lo = ceil_div_clamped(b_.CreateNeg(hoff), p.stride[0]);
+                      Value* oh_hi = floor_div_plus1_clamped(
+                          b_.CreateSub(b_.getInt64(xs[2] - 1), hoff), p.stride[0], out[2]);
+                      Value* ow_lo = ceil_div_clamped(b_.CreateNeg(woff), p.stride[1]);
+                      Value* ow_hi = floor_div_plus1_clamped(
+                          b_.CreateSub(b_.getInt64(xs[3] - 1), woff), p.stride[1], out[3]);
+                      return loop(oh_lo, oh_hi, {}, [&](Value* oh, const std::vector<Value*>&) {
+                        Value* ih = b_.CreateAdd(b_.CreateMul(oh, b_.getInt64(p.stride[0])), hoff);
+                        Value* row = b_.CreateAdd(plane, b_.CreateMul(oh, b_.getInt64(out[3])));
+                        return loop(ow_lo, ow_hi, {}, [&](Value* ow, const std::vector<Value*>&) {
+                          Value* iw =
+                              b_.CreateAdd(b_.CreateMul(ow, b_.getInt64(p.stride[1])), woff);
+                          Value* xv = emit(x, {nimg, b_.CreateAdd(cbase, c), ih, iw});
+                          Value* ptr = b_.CreateInBoundsGEP(st, out_ptr_, b_.CreateAdd(row, ow));
+                          Value* cur = to_compute(b_.CreateLoad(st, ptr), t);
+                          Value* r = is_floating(t) ? fma(xv, wv, cur)
+                                                    : b_.CreateAdd(cur, b_.CreateMul(xv, wv));
+                          b_.CreateStore(from_compute(r, t), ptr);
+                          return std::vector<Value*>{};
+                        });
+                      });
+                    });
               });
-            });
-          });
         });
         if (g_.root.get() != g_.contraction.get()) {
           loop(b_.getInt64(0), b_.getInt64(out[2]), {}, [&](Value* oh, const std::vector<Value*>&) {
-            return loop(b_.getInt64(0), b_.getInt64(out[3]), {}, [&](Value* ow, const std::vector<Value*>&) {
-              Value* off = b_.CreateAdd(plane, b_.CreateAdd(b_.CreateMul(oh, b_.getInt64(out[3])), ow));
-              Value* v = to_compute(b_.CreateLoad(st, b_.CreateInBoundsGEP(st, out_ptr_, off)), t);
-              store_epilogue(v, {nimg, oc, oh, ow}, off);
-              return std::vector<Value*>{};
-            });
+            return loop(b_.getInt64(0), b_.getInt64(out[3]), {},
+                        [&](Value* ow, const std::vector<Value*>&) {
+                          Value* off = b_.CreateAdd(
+                              plane, b_.CreateAdd(b_.CreateMul(oh, b_.getInt64(out[3])), ow));
+                          Value* v = to_compute(
+                              b_.CreateLoad(st, b_.CreateInBoundsGEP(st, out_ptr_, off)), t);
+                          store_epilogue(v, {nimg, oc, oh, ow}, off);
+                          return std::vector<Value*>{};
+                        });
           });
         }
         return std::vector<Value*>{};
       }
       loop(b_.getInt64(0), b_.getInt64(out[2]), {}, [&](Value* oh, const std::vector<Value*>&) {
         loop(b_.getInt64(0), b_.getInt64(out[3]), {}, [&](Value* ow, const std::vector<Value*>&) {
-          std::vector<Value*> acc = loop(b_.getInt64(0), b_.getInt64(cg), {constant(0, t)}, [&](Value* c, const std::vector<Value*>& a0) {
-            return loop(b_.getInt64(0), b_.getInt64(ws[2]), a0, [&](Value* kh, const std::vector<Value*>& a1) {
-              return loop(b_.getInt64(0), b_.getInt64(ws[3]), a1, [&](Value* kw, const std::vector<Value*>& a2) {
-                Value* ih = b_.CreateAdd(b_.CreateMul(oh, b_.getInt64(p.stride[0])),
-                                         b_.CreateSub(b_.CreateMul(kh, b_.getInt64(p.dilation[0])), b_.getInt64(p.padding[0])));
-                Value* iw = b_.CreateAdd(b_.CreateMul(ow, b_.getInt64(p.stride[1])),
-                                         b_.CreateSub(b_.CreateMul(kw, b_.getInt64(p.dilation[1])), b_.getInt64(p.padding[1])));
-                Value* inb = b_.CreateAnd(b_.CreateICmpULT(ih, b_.getInt64(xs[2])), b_.CreateICmpULT(iw, b_.getInt64(xs[3])));
-                Value* ihc = b_.CreateSelect(inb, ih, b_.getInt64(0));
-                Value* iwc = b_.CreateSelect(inb, iw, b_.getInt64(0));
-                Value* xv = emit(x, {nimg, b_.CreateAdd(cbase, c), ihc, iwc});
-                xv = b_.CreateSelect(inb, xv, constant(0, t));
-                Value* wv = emit(w, {oc, c, kh, kw});
-                Value* r = is_floating(t) ? fma(xv, wv, a2[0]) : b_.CreateAdd(a2[0], b_.CreateMul(xv, wv));
-                return std::vector<Value*>{r};
+          std::vector<Value*> acc = loop(
+              b_.getInt64(0), b_.getInt64(cg), {constant(0, t)},
+              [&](Value* c, const std::vector<Value*>& a0) {
+                return loop(
+                    b_.getInt64(0), b_.getInt64(ws[2]), a0,
+                    [&](Value* kh, const std::vector<Value*>& a1) {
+                      return loop(
+                          b_.getInt64(0), b_.getInt64(ws[3]), a1,
+                          [&](Value* kw, const std::vector<Value*>& a2) {
+                            Value* ih = b_.CreateAdd(
+                                b_.CreateMul(oh, b_.getInt64(p.stride[0])),
+                                b_.CreateSub(b_.CreateMul(kh, b_.getInt64(p.dilation[0])),
+                                             b_.getInt64(p.padding[0])));
+                            Value* iw = b_.CreateAdd(
+                                b_.CreateMul(ow, b_.getInt64(p.stride[1])),
+                                b_.CreateSub(b_.CreateMul(kw, b_.getInt64(p.dilation[1])),
+                                             b_.getInt64(p.padding[1])));
+                            Value* inb = b_.CreateAnd(b_.CreateICmpULT(ih, b_.getInt64(xs[2])),
+                                                      b_.CreateICmpULT(iw, b_.getInt64(xs[3])));
+                            Value* ihc = b_.CreateSelect(inb, ih, b_.getInt64(0));
+                            Value* iwc = b_.CreateSelect(inb, iw, b_.getInt64(0));
+                            Value* xv = emit(x, {nimg, b_.CreateAdd(cbase, c), ihc, iwc});
+                            xv = b_.CreateSelect(inb, xv, constant(0, t));
+                            Value* wv = emit(w, {oc, c, kh, kw});
+                            Value* r = is_floating(t) ? fma(xv, wv, a2[0])
+                                                      : b_.CreateAdd(a2[0], b_.CreateMul(xv, wv));
+                            return std::vector<Value*>{r};
+                          });
+                    });
               });
-            });
-          });
           Value* off = b_.CreateAdd(plane, b_.CreateAdd(b_.CreateMul(oh, b_.getInt64(out[3])), ow));
           store_epilogue(acc[0], {nimg, oc, oh, ow}, off);
           return std::vector<Value*>{};
@@ -810,7 +926,8 @@ class Emitter {
 }  // namespace
 
 std::unique_ptr<llvm::Module> lower_group(llvm::LLVMContext& ctx, const ir::FusionGroup& g,
-                                          const std::vector<LeafLayout>& layouts, DType out_storage) {
+                                          const std::vector<LeafLayout>& layouts,
+                                          DType out_storage) {
   KILN_CHECK(layouts.size() == g.leaves.size());
   Emitter e(ctx, g, layouts, out_storage);
   return e.run();

@@ -56,8 +56,10 @@ const HostCpu& host_cpu() {
 bool isa_supported(Isa isa) {
   const HostCpu& h = host_cpu();
   switch (isa) {
-    case Isa::avx2: return h.avx2_fma;
-    case Isa::avx512: return h.avx512f;
+    case Isa::avx2:
+      return h.avx2_fma;
+    case Isa::avx512:
+      return h.avx512f;
   }
   return false;
 }

@@ -30,7 +30,8 @@ class DirectGen {
   void row_block(int mr, int nv_full);
   void tile(int mr, int nv, int last_n);
   void k_step(int mr, int nv, int last_n, int64_t k, bool looped);
-  // Registers after the accumulators: mr == 1: broadcast, temp, mask; else B vectors, broadcast, mask.
+  // Registers after the accumulators: mr == 1: broadcast, temp, mask; else B vectors, broadcast,
+  // mask.
   int mask_reg(int mr, int nv) const { return mr == 1 ? nacc_ + 2 : nacc_ + nv + 1; }
 
   ax::Assembler& a_;
@@ -75,16 +76,20 @@ void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped) {
   for (int j = 0; j < nv; ++j) {
     const ax::Vec bj = v_.vec(nacc_ + j);
     const bool edge = j == nv - 1 && last_n < vl_;
-    if (!edge) a_.vmovups(bj, bmem(j));
-    else if (v_.avx512()) a_.k(ax::k1).z().vmovups(bj, bmem(j));
-    else a_.vmaskmovps(bj, mask, bmem(j));
+    if (!edge)
+      a_.vmovups(bj, bmem(j));
+    else if (v_.avx512())
+      a_.k(ax::k1).z().vmovups(bj, bmem(j));
+    else
+      a_.vmaskmovps(bj, mask, bmem(j));
   }
   const bool embed = v_.avx512() && nv <= 2;
   const ax::Vec bc = v_.vec(nacc_ + nv);
   for (int i = 0; i < mr; ++i) {
     ax::Mem ai = ax::dword_ptr(abase, adisp + int32_t(i * d_.a_rs * 4));
     if (embed) {
-      for (int j = 0; j < nv; ++j) a_.vfmadd231ps(acc_reg(v_, nv, i, j), v_.vec(nacc_ + j), ai._1to16());
+      for (int j = 0; j < nv; ++j)
+        a_.vfmadd231ps(acc_reg(v_, nv, i, j), v_.vec(nacc_ + j), ai._1to16());
     } else {
       a_.vbroadcastss(bc, ai);
       for (int j = 0; j < nv; ++j) a_.vfmadd231ps(acc_reg(v_, nv, i, j), v_.vec(nacc_ + j), bc);
@@ -177,9 +182,7 @@ void DirectGen::emit() {
   const int64_t blocks = (M + tiling.rows_max - 1) / tiling.rows_max;
   const int64_t hi = (M + blocks - 1) / blocks;
   const int64_t n_hi = M - blocks * (hi - 1);
-  const struct {
-    int64_t rows, count;
-  } groups[2] = {{hi, n_hi}, {hi - 1, blocks - n_hi}};
+  const struct { int64_t rows, count; } groups[2] = {{hi, n_hi}, {hi - 1, blocks - n_hi}};
   for (const auto& g : groups) {
     if (g.count == 0 || g.rows == 0) continue;
     asmjit::Label loop = a_.newLabel();

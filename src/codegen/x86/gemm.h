@@ -1,6 +1,7 @@
 // kiln's x86 float32 GEMM: asmjit-generated microkernels (AVX-512 or AVX2+FMA) with fused
 // epilogues, BLIS-style blocking for large shapes, fully specialized unpacked kernels for small
-// ones and for GEMV-like shapes. This header is the whole interface; asmjit stays in the .cpp files.
+// ones and for GEMV-like shapes. This header is the whole interface; asmjit stays in the .cpp
+// files.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,8 @@ struct MatrixRef {
   int64_t col_stride = 1;
 };
 
-// C[M, N] (row stride ldc, unit column stride) = epilogue(A[M, K] @ B[K, N]). C must not alias A or B.
+// C[M, N] (row stride ldc, unit column stride) = epilogue(A[M, K] @ B[K, N]). C must not alias A or
+// B.
 struct GemmProblem {
   int64_t M = 0, N = 0, K = 0;
   MatrixRef a, b;
@@ -64,9 +66,10 @@ void gemm(const GemmProblem& p, ThreadPool& pool, Isa isa);
 struct BatchStrides {
   int64_t a = 0, b = 0, c = 0, residual = 0;
 };
-void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& strides, ThreadPool& pool);
-void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& strides, ThreadPool& pool,
-                  Isa isa);
+void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& strides,
+                  ThreadPool& pool);
+void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& strides,
+                  ThreadPool& pool, Isa isa);
 
 // A constant B packed once (weights known at compile time) into the panel layout of one ISA's
 // microkernel, reused by every call of gemm_prepacked.
@@ -108,10 +111,10 @@ std::string listing_for(const GemmProblem& p, Isa isa);
 
 // Counters for tests and kiln's stats().
 struct GemmStats {
-  int64_t calls = 0;          // gemm / gemm_prepacked / each gemm_batched
-  int64_t direct_calls = 0;   // ran unpacked, fully specialized kernels (small shapes)
-  int64_t skinny_calls = 0;   // M <= 8 (GEMV-like), unpacked, split over N
-  int64_t packed_calls = 0;   // BLIS path
+  int64_t calls = 0;         // gemm / gemm_prepacked / each gemm_batched
+  int64_t direct_calls = 0;  // ran unpacked, fully specialized kernels (small shapes)
+  int64_t skinny_calls = 0;  // M <= 8 (GEMV-like), unpacked, split over N
+  int64_t packed_calls = 0;  // BLIS path
   int64_t kernels_generated = 0;
   double codegen_ms_total = 0;
   double codegen_ms_max = 0;

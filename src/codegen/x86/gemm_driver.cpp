@@ -1,7 +1,8 @@
 // The GEMM driver: picks a path for a problem and runs it over the thread pool.
 //   direct: M*N*K <= 64^3: one fully specialized unpacked kernel, single thread.
-//   skinny: M <= 8 with unit-stride B columns (GEMV-like): direct kernels over N chunks in parallel.
-//   packed: BLIS blocking (KC <= 512, MC from L2, NC from L2 or the task's columns). One task per
+//   skinny: M <= 8 with unit-stride B columns (GEMV-like): direct kernels over N chunks in
+//   parallel. packed: BLIS blocking (KC <= 512, MC from L2, NC from L2 or the task's columns). One
+//   task per
 //           thread owns a block of C (threads split M when each gets >= 16 row tiles, else N) and
 //           packs privately, with no barriers: B per KC x NC block read row by row into [kc][NR]
 //           panels (or taken from a PackedB), A per MC x KC block; then the microkernel over
@@ -42,7 +43,8 @@ enum class Path : uint8_t { empty, direct, skinny, packed };
 bool direct_disp_fits(const GemmProblem& p, int64_t rows, int64_t cols, int64_t b_rs) {
   auto mag = [](int64_t v) { return v < 0 ? -v : v; };
   const int64_t elems = rows * mag(p.a.row_stride) + (p.K + 16) * mag(p.a.col_stride) +
-                        (p.K + 16) * mag(b_rs) + rows * mag(p.ldc) + rows * mag(p.epi.ld_residual) + cols + 64;
+                        (p.K + 16) * mag(b_rs) + rows * mag(p.ldc) + rows * mag(p.epi.ld_residual) +
+                        cols + 64;
   return elems < (int64_t{1} << 28);
 }
 
@@ -100,14 +102,18 @@ int64_t packed_mr(Isa isa) { return isa == Isa::avx512 ? 14 : 6; }
 int64_t packed_nr(Isa isa) { return isa == Isa::avx512 ? 32 : 16; }
 
 void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
-  if (pool && n > 1) pool->parallel_for(n, 1, fn);
-  else fn(0, n);
+  if (pool && n > 1)
+    pool->parallel_for(n, 1, fn);
+  else
+    fn(0, n);
 }
 
 }  // namespace
 
-std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, int threads, bool prepacked_b) {
-  KILN_CHECK(p.M >= 0 && p.N >= 0 && p.K >= 0) << "negative GEMM dims " << p.M << "x" << p.N << "x" << p.K;
+std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, int threads,
+                                               bool prepacked_b) {
+  KILN_CHECK(p.M >= 0 && p.N >= 0 && p.K >= 0)
+      << "negative GEMM dims " << p.M << "x" << p.N << "x" << p.K;
   KILN_CHECK(isa_supported(isa)) << "this CPU cannot run " << isa_name(isa) << " kernels";
   auto impl = std::make_unique<Impl>();
   Impl& s = *impl;
@@ -120,7 +126,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   const KernelDesc base = epilogue_desc(p, isa);
   const bool b_unit = p.b.col_stride == 1;
   const int64_t volume = p.M * p.N * p.K;
-  if (!prepacked_b && volume <= kSmallVolume && direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
+  if (!prepacked_b && volume <= kSmallVolume &&
+      direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
     s.path = Path::direct;
     s.copy_b = !b_unit;
     KernelDesc d = base;
@@ -138,7 +145,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   }
 
   const int64_t T = std::max(1, threads);
-  if (!prepacked_b && p.M <= kSkinnyRows && b_unit && direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
+  if (!prepacked_b && p.M <= kSkinnyRows && b_unit &&
+      direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::skinny;
     const DirectTiling tiling = direct_tiling(isa == Isa::avx512, p.M, p.N);
     const int64_t tile_w = int64_t(tiling.vectors) * (isa == Isa::avx512 ? 16 : 8);
@@ -194,21 +202,25 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   // MC: an MC x KC block of A in a quarter of L2 (measured better than half: the C tile rows and
   // B's panels pass through L2 too), split evenly over the task's rows.
   const int64_t rows_task = ceil_div(s.mtiles, s.tm) * s.MR;
-  const int64_t mc_cache = std::max(s.MR, (cpu.l2_bytes / 4) / std::max<int64_t>(1, s.KC * 4) / s.MR * s.MR);
+  const int64_t mc_cache =
+      std::max(s.MR, (cpu.l2_bytes / 4) / std::max<int64_t>(1, s.KC * 4) / s.MR * s.MR);
   const int64_t mblocks = ceil_div(rows_task, mc_cache);
   s.MC = round_up(ceil_div(rows_task, mblocks), s.MR);
   // NC: with several MC blocks, the task's columns (at most 4096; the packed KC x NC block of B is
   // reused by every MC block); with one, a KC x NC block in half of L2.
   const int64_t panels_task = ceil_div(s.npanels, s.tn);
-  const int64_t ncp_max = mblocks > 1 ? std::max<int64_t>(1, 4096 / s.NR)
-                                      : std::max<int64_t>(1, (cpu.l2_bytes / 2) / std::max<int64_t>(1, s.KC * s.NR * 4));
+  const int64_t ncp_max =
+      mblocks > 1
+          ? std::max<int64_t>(1, 4096 / s.NR)
+          : std::max<int64_t>(1, (cpu.l2_bytes / 2) / std::max<int64_t>(1, s.KC * s.NR * 4));
   s.NCP = ceil_div(panels_task, ceil_div(panels_task, ncp_max));
 
   const int64_t m_edge = p.M % s.MR, n_edge = p.N % s.NR;
   for (int acc = 0; acc < 2; ++acc) {
     for (int last = 0; last < 2; ++last) {
       // One K block: (first, last). Two: (first), (acc, last). More: also (acc, not last).
-      const bool needed = s.npc == 1 ? (!acc && last) : !(!acc && last) && (s.npc > 2 || acc == last);
+      const bool needed =
+          s.npc == 1 ? (!acc && last) : !(!acc && last) && (s.npc > 2 || acc == last);
       if (!needed) continue;
       for (int me = 0; me < 2; ++me) {
         if (me && !m_edge) continue;
@@ -232,7 +244,6 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   }
   return std::make_shared<GemmPlan>(std::move(impl));
 }
-
 
 void GemmPlan::Impl::run_direct(const GemmProblem& p) const {
   KernelArgs args{p.a.data, p.b.data, p.c, p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
@@ -267,10 +278,12 @@ void GemmPlan::Impl::run_skinny(const GemmProblem& p, ThreadPool* pool) const {
   });
 }
 
-void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const {
+void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
+                                const PackedB* packed) const {
   const float* bpacked = nullptr;
   if (packed) {
-    KILN_CHECK(packed->K() == K && packed->N() == N && packed->panel_width() == NR && packed->isa() == isa)
+    KILN_CHECK(packed->K() == K && packed->N() == N && packed->panel_width() == NR &&
+               packed->isa() == isa)
         << "PackedB is " << packed->K() << "x" << packed->N() << " for " << isa_name(packed->isa())
         << ", the problem needs " << K << "x" << N << " for " << isa_name(isa);
     bpacked = packed->data();
@@ -278,7 +291,9 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool, const Pa
   const int64_t ldr = p.epi.ld_residual;
   parallel(pool, tm * tn, [&](int64_t begin, int64_t end) {
     float* abuf = thread_scratch(ScratchSlot::a_block, size_t(std::max<int64_t>(MC * KC, 1)));
-    float* bbuf = bpacked ? nullptr : thread_scratch(ScratchSlot::b_packed, size_t(std::max<int64_t>(NCP * KC * NR, 1)));
+    float* bbuf = bpacked ? nullptr
+                          : thread_scratch(ScratchSlot::b_packed,
+                                           size_t(std::max<int64_t>(NCP * KC * NR, 1)));
     KernelArgs args{};
     args.ldc_bytes = p.ldc * 4;
     args.ldr_bytes = ldr * 4;
@@ -294,7 +309,8 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool, const Pa
           const int acc = pc > 0, last = pc == npc - 1;
           args.kc = kc;
           const MatrixRef brows{p.b.data + k0 * p.b.row_stride, p.b.row_stride, p.b.col_stride};
-          if (!bpacked) pack_b_block(brows, kc, jc * NR, std::min(N, jc_end * NR) - jc * NR, NR, bbuf);
+          if (!bpacked)
+            pack_b_block(brows, kc, jc * NR, std::min(N, jc_end * NR) - jc * NR, NR, bbuf);
           for (int64_t i0 = r0; i0 < r1; i0 += MC) {
             const int64_t mc = std::min(MC, r1 - i0);
             pack_a_block(p.a, i0, mc, k0, kc, MR, abuf);
@@ -323,10 +339,11 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool, const Pa
 }
 
 void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const {
-  KILN_CHECK(p.M == M && p.N == N && p.K == K) << "GemmPlan for " << M << "x" << N << "x" << K << " run on "
-                                              << p.M << "x" << p.N << "x" << p.K;
+  KILN_CHECK(p.M == M && p.N == N && p.K == K) << "GemmPlan for " << M << "x" << N << "x" << K
+                                               << " run on " << p.M << "x" << p.N << "x" << p.K;
   switch (path) {
-    case Path::empty: return;
+    case Path::empty:
+      return;
     case Path::direct:
       g_direct.fetch_add(1, std::memory_order_relaxed);
       return run_direct(p);
@@ -352,7 +369,8 @@ namespace {
 
 // Plans memoized by everything but the data pointers.
 struct PlanKey {
-  int64_t isa, threads, prepacked, M, N, K, a_rs, a_cs, b_rs, b_cs, ldc, ld_res, bias, scale, act, res;
+  int64_t isa, threads, prepacked, M, N, K, a_rs, a_cs, b_rs, b_cs, ldc, ld_res, bias, scale, act,
+      res;
   bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
 };
 struct PlanKeyHash {
@@ -364,14 +382,28 @@ struct PlanKeyHash {
   }
 };
 
-std::shared_ptr<const GemmPlan> cached_plan(const GemmProblem& p, Isa isa, int threads, bool prepacked) {
+std::shared_ptr<const GemmPlan> cached_plan(const GemmProblem& p, Isa isa, int threads,
+                                            bool prepacked) {
   static std::shared_mutex mu;
-  static auto* plans = new std::unordered_map<PlanKey, std::shared_ptr<const GemmPlan>, PlanKeyHash>();
+  static auto* plans =
+      new std::unordered_map<PlanKey, std::shared_ptr<const GemmPlan>, PlanKeyHash>();
   const bool res = p.epi.residual != nullptr;
-  PlanKey key{int64_t(isa),      threads,          prepacked,        p.M,      p.N,
-              p.K,               p.a.row_stride,   p.a.col_stride,   p.b.row_stride,
-              p.b.col_stride,    p.ldc,            res ? p.epi.ld_residual : 0,
-              p.epi.bias != nullptr, p.epi.scale != 1.0f, int64_t(p.epi.act), res};
+  PlanKey key{int64_t(isa),
+              threads,
+              prepacked,
+              p.M,
+              p.N,
+              p.K,
+              p.a.row_stride,
+              p.a.col_stride,
+              p.b.row_stride,
+              p.b.col_stride,
+              p.ldc,
+              res ? p.epi.ld_residual : 0,
+              p.epi.bias != nullptr,
+              p.epi.scale != 1.0f,
+              int64_t(p.epi.act),
+              res};
   {
     std::shared_lock lock(mu);
     auto it = plans->find(key);
@@ -390,7 +422,8 @@ void gemm(const GemmProblem& p, ThreadPool& pool, Isa isa) {
 
 void gemm(const GemmProblem& p, ThreadPool& pool) { gemm(p, pool, selected_isa()); }
 
-void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, ThreadPool& pool, Isa isa) {
+void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, ThreadPool& pool,
+                  Isa isa) {
   KILN_CHECK(batch >= 0) << "negative batch " << batch;
   if (batch == 0) return;
   auto plan = cached_plan(p, isa, pool.num_threads(), false);
@@ -429,7 +462,9 @@ std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N, Isa isa
   return std::make_shared<PackedB>(isa, K, N, NR, std::move(data));
 }
 
-std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N) { return pack_b(b, K, N, selected_isa()); }
+std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N) {
+  return pack_b(b, K, N, selected_isa());
+}
 
 void gemm_prepacked(const GemmProblem& p, const PackedB& packed, ThreadPool& pool) {
   cached_plan(p, packed.isa(), pool.num_threads(), true)->run(p, pool, &packed);
@@ -443,7 +478,8 @@ std::string listing_for(const GemmProblem& p, Isa isa) {
   std::string out;
   for (const KernelInfo& k : kernels_for(p, isa)) {
     out += k.listing;
-    out += "; codegen " + std::to_string(k.codegen_ms) + " ms, " + std::to_string(k.code_bytes) + " bytes\n\n";
+    out += "; codegen " + std::to_string(k.codegen_ms) + " ms, " + std::to_string(k.code_bytes) +
+           " bytes\n\n";
   }
   return out;
 }

@@ -18,7 +18,9 @@
 
 namespace kiln::x86 {
 
-bool KernelDesc::operator==(const KernelDesc& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
+bool KernelDesc::operator==(const KernelDesc& o) const {
+  return std::memcmp(this, &o, sizeof(*this)) == 0;
+}
 
 std::string KernelDesc::name() const {
   std::string s = kind == KernelKind::packed ? "packed_" : "direct_";
@@ -28,8 +30,8 @@ std::string KernelDesc::name() const {
     s += "_" + num(MR) + "x" + num(NR) + "_m" + num(rows) + "n" + num(cols);
     if (accumulate) s += "_acc";
   } else {
-    s += "_M" + num(rows) + "N" + num(cols) + "K" + num(K) + "_a" + num(a_rs) + "," + num(a_cs) + "_b" +
-         num(b_rs) + "_c" + num(ldc);
+    s += "_M" + num(rows) + "N" + num(cols) + "K" + num(K) + "_a" + num(a_rs) + "," + num(a_cs) +
+         "_b" + num(b_rs) + "_c" + num(ldc);
     if (accumulate) s += "_acc";
   }
   if (last) {
@@ -88,17 +90,20 @@ class Registry {
     asmjit::StringLogger logger;
     code.setLogger(&logger);
     asmjit::x86::Assembler a(&code);
-    if (d.kind == KernelKind::packed) emit_packed_kernel(a, d);
-    else emit_direct_kernel(a, d);
+    if (d.kind == KernelKind::packed)
+      emit_packed_kernel(a, d);
+    else
+      emit_direct_kernel(a, d);
     auto k = std::make_unique<Kernel>();
     asmjit::Error err;
     {
       std::lock_guard rt_lock(rt_mu_);
       err = rt_.add(&k->fn, &code);
     }
-    KILN_CHECK(err == asmjit::kErrorOk) << "asmjit failed on " << d.name() << ": "
-                                        << asmjit::DebugUtils::errorAsString(err);
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+    KILN_CHECK(err == asmjit::kErrorOk)
+        << "asmjit failed on " << d.name() << ": " << asmjit::DebugUtils::errorAsString(err);
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now() - start)
                   .count();
     k->info.name = d.name();
     k->info.listing = "; " + k->info.name + "\n" + std::string(logger.data(), logger.dataSize());

@@ -19,9 +19,9 @@ enum class KernelKind : int64_t {
 // and hashed as bytes. Strides are in elements.
 struct KernelDesc {
   KernelKind kind = KernelKind::packed;
-  int64_t isa = 0;   // Isa
-  int64_t rows = 0;  // packed: valid rows of the tile (<= MR); direct: M
-  int64_t cols = 0;  // packed: valid cols of the tile (<= NR); direct: N
+  int64_t isa = 0;         // Isa
+  int64_t rows = 0;        // packed: valid rows of the tile (<= MR); direct: M
+  int64_t cols = 0;        // packed: valid cols of the tile (<= NR); direct: N
   int64_t MR = 0, NR = 0;  // packed: panel strides; direct: 0
   int64_t K = 0;           // direct: K; packed: 0 (kc comes at run time)
   int64_t a_rs = 0, a_cs = 0, b_rs = 0, ldc = 0, ld_res = 0;  // direct only

@@ -14,8 +14,8 @@ namespace {
 
 // One full 14-row panel of a row-major A (AVX-512; only reached through the AVX-512 kernel's
 // MR = 14): for each k, a 14-lane gather down the column, stored as the panel's row k.
-__attribute__((target("avx512f"))) void pack_a_panel14_gather(const float* base, int64_t rs, int64_t kc,
-                                                                float* d) {
+__attribute__((target("avx512f"))) void pack_a_panel14_gather(const float* base, int64_t rs,
+                                                              int64_t kc, float* d) {
   alignas(64) int32_t offs[16] = {};
   for (int r = 0; r < 14; ++r) offs[r] = int32_t(r * rs);
   const __m512i idx = _mm512_load_si512(offs);
@@ -28,7 +28,8 @@ __attribute__((target("avx512f"))) void pack_a_panel14_gather(const float* base,
     _mm512_mask_storeu_ps(d + (k + 1) * 14, m, g1);
   }
   for (; k < kc; ++k)
-    _mm512_mask_storeu_ps(d + k * 14, m, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base + k, 4));
+    _mm512_mask_storeu_ps(d + k * 14, m,
+                          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base + k, 4));
 }
 
 }  // namespace
@@ -57,7 +58,8 @@ void pack_a_block(const MatrixRef& a, int64_t i0, int64_t mc, int64_t k0, int64_
       for (; k < kc; ++k)
         for (int64_t r = 0; r < rows; ++r) d[k * MR + r] = base[r * rs + k];
     } else if (rs == 1) {
-      for (int64_t k = 0; k < kc; ++k) std::memcpy(d + k * MR, base + k * cs, size_t(rows) * sizeof(float));
+      for (int64_t k = 0; k < kc; ++k)
+        std::memcpy(d + k * MR, base + k * cs, size_t(rows) * sizeof(float));
     } else {
       for (int64_t k = 0; k < kc; ++k)
         for (int64_t r = 0; r < rows; ++r) d[k * MR + r] = base[r * rs + k * cs];
@@ -68,7 +70,8 @@ void pack_a_block(const MatrixRef& a, int64_t i0, int64_t mc, int64_t k0, int64_
 namespace {
 
 // A full 32-column panel of a row-major B (AVX-512's NR = 32): two zmm per row.
-__attribute__((target("avx512f"))) void pack_b_rows32(const float* base, int64_t rs, int64_t K, float* dst) {
+__attribute__((target("avx512f"))) void pack_b_rows32(const float* base, int64_t rs, int64_t K,
+                                                      float* dst) {
   for (int64_t k = 0; k < K; ++k) {
     const float* s = base + k * rs;
     _mm512_storeu_ps(dst + k * 32, _mm512_loadu_ps(s));
@@ -76,8 +79,8 @@ __attribute__((target("avx512f"))) void pack_b_rows32(const float* base, int64_t
   }
 }
 
-__attribute__((target("avx512f"))) void pack_b_block_rows32(const float* base, int64_t rs, int64_t K, int64_t panels,
-                                                              float* dst) {
+__attribute__((target("avx512f"))) void pack_b_block_rows32(const float* base, int64_t rs,
+                                                            int64_t K, int64_t panels, float* dst) {
   for (int64_t k = 0; k < K; ++k) {
     const float* s = base + k * rs;
     float* d = dst + k * 32;
@@ -121,7 +124,8 @@ void pack_b_panel(const MatrixRef& b, int64_t K, int64_t j0, int64_t nr, int64_t
     for (int64_t c = 0; c < nr; ++c) dst[k * NR + c] = base[k * rs + c * cs];
 }
 
-void pack_b_block(const MatrixRef& b, int64_t K, int64_t j0, int64_t ncols, int64_t NR, float* dst) {
+void pack_b_block(const MatrixRef& b, int64_t K, int64_t j0, int64_t ncols, int64_t NR,
+                  float* dst) {
   const int64_t panels = (ncols + NR - 1) / NR;
   if (b.col_stride != 1) {
     for (int64_t q = 0; q < panels; ++q)
@@ -136,7 +140,8 @@ void pack_b_block(const MatrixRef& b, int64_t K, int64_t j0, int64_t ncols, int6
   } else {
     for (int64_t k = 0; k < K; ++k) {
       const float* s = b.data + k * b.row_stride + j0;
-      for (int64_t q = 0; q < full; ++q) std::memcpy(dst + (q * K + k) * NR, s + q * NR, size_t(NR) * sizeof(float));
+      for (int64_t q = 0; q < full; ++q)
+        std::memcpy(dst + (q * K + k) * NR, s + q * NR, size_t(NR) * sizeof(float));
     }
   }
   if (tail) pack_b_panel(b, K, j0 + full * NR, tail, NR, dst + full * K * NR);

@@ -12,7 +12,8 @@ namespace kiln::x86 {
 
 // Rows [i0, i0 + mc) and columns [k0, k0 + kc) of A; panel p starts at dst + p * MR * kc.
 // The last panel holds mc % MR rows (the edge kernel reads no more).
-void pack_a_block(const MatrixRef& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t MR, float* dst);
+void pack_a_block(const MatrixRef& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t MR,
+                  float* dst);
 // Columns [j0, j0 + nr) of B over all K rows, into dst[K][NR]; columns nr..NR-1 are zero.
 void pack_b_panel(const MatrixRef& b, int64_t K, int64_t j0, int64_t nr, int64_t NR, float* dst);
 // Columns [j0, j0 + ncols) of B over K rows as consecutive panels (panel q at dst + q * K * NR,

@@ -31,8 +31,14 @@ constexpr ConstTables make_tables() {
   v[kLn2Hi] = 0.693359375f;
   v[kLn2Lo] = -2.12194440e-4f;
   // Cephes expf: e^r = 1 + r + r^2 (0.5 + r/6 + ...), written as one Horner chain.
-  const float p[8] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
-                      1.6666665459e-1f, 5.0000001201e-1f, 1.0f, 1.0f};
+  const float p[8] = {1.9875691500e-4f,
+                      1.3981999507e-3f,
+                      8.3334519073e-3f,
+                      4.1665795894e-2f,
+                      1.6666665459e-1f,
+                      5.0000001201e-1f,
+                      1.0f,
+                      1.0f};
   for (int i = 0; i < 8; ++i) v[kExpP0 + i] = p[i];
   v[kAbsMask] = bits(0x7fffffffu);
   v[kSignMask] = bits(0x80000000u);
@@ -53,15 +59,19 @@ constinit const ConstTables kTables = make_tables();
 
 }  // namespace
 
-void VecEmitter::load_const_base() { a_.mov(const_reg_, asmjit::Imm(reinterpret_cast<intptr_t>(&kTables))); }
+void VecEmitter::load_const_base() {
+  a_.mov(const_reg_, asmjit::Imm(reinterpret_cast<intptr_t>(&kTables)));
+}
 
 ax::Mem VecEmitter::mask_mem(int n) const {
   return ax::ptr(const_reg_, int32_t(offsetof(ConstTables, masks) + (8 - n) * 4));
 }
 
 void VecEmitter::zero(const ax::Vec& v) {
-  if (avx512_) a_.vpxord(v, v, v);
-  else a_.vxorps(v, v, v);
+  if (avx512_)
+    a_.vpxord(v, v, v);
+  else
+    a_.vxorps(v, v, v);
 }
 
 void VecEmitter::set_mask(int n, const ax::Gp& scratch) {
@@ -104,13 +114,17 @@ void VecEmitter::add_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::
 }
 
 void VecEmitter::and_mem(const ax::Vec& dst, const ax::Vec& src, const ax::Mem& m) {
-  if (avx512_) a_.vpandd(dst, src, m);
-  else a_.vandps(dst, src, m);
+  if (avx512_)
+    a_.vpandd(dst, src, m);
+  else
+    a_.vandps(dst, src, m);
 }
 
 void VecEmitter::or_reg(const ax::Vec& dst, const ax::Vec& x, const ax::Vec& y) {
-  if (avx512_) a_.vpord(dst, x, y);
-  else a_.vorps(dst, x, y);
+  if (avx512_)
+    a_.vpord(dst, x, y);
+  else
+    a_.vorps(dst, x, y);
 }
 
 // z = exp(z), about 1 ulp on [-87.3, 88]; inputs are clamped to that range.
@@ -118,8 +132,10 @@ void VecEmitter::exp_inplace(const ax::Vec& z, const ax::Vec& ta, const ax::Vec&
   a_.vminps(z, z, cst(kExpHi));
   a_.vmaxps(z, z, cst(kExpLo));
   a_.vmulps(ta, z, cst(kLog2e));
-  if (avx512_) a_.vrndscaleps(ta, ta, 0x08);  // nearest, no precision exception
-  else a_.vroundps(ta, ta, 0x08);
+  if (avx512_)
+    a_.vrndscaleps(ta, ta, 0x08);  // nearest, no precision exception
+  else
+    a_.vroundps(ta, ta, 0x08);
   a_.vfnmadd231ps(z, ta, cst(kLn2Hi));
   a_.vfnmadd231ps(z, ta, cst(kLn2Lo));
   a_.vmovaps(tb, cst(kExpP0));

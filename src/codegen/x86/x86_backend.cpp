@@ -25,12 +25,13 @@ using ir::Op;
 // offset = sum_e off_e * stride(e), where stride() are the leaf's strides at run time.
 struct OperandView {
   int leaf = -1;
-  std::vector<int> dim;        // leaf dim per operand dim, -1 when broadcast (stride 0)
-  std::vector<int64_t> mult;   // multiplier per operand dim
-  std::vector<int64_t> offset; // per leaf dim
+  std::vector<int> dim;         // leaf dim per operand dim, -1 when broadcast (stride 0)
+  std::vector<int64_t> mult;    // multiplier per operand dim
+  std::vector<int64_t> offset;  // per leaf dim
 };
 
-bool resolve_view(const Node* n, const std::unordered_map<const Node*, int>& leaf_index, OperandView& v) {
+bool resolve_view(const Node* n, const std::unordered_map<const Node*, int>& leaf_index,
+                  OperandView& v) {
   size_t nd = n->shape.size();
   v.dim.resize(nd);
   v.mult.assign(nd, 1);
@@ -46,11 +47,13 @@ bool resolve_view(const Node* n, const std::unordered_map<const Node*, int>& lea
       case Op::Expand: {
         size_t o = cur->shape.size() - in.shape.size();
         for (size_t i = 0; i < in.shape.size(); ++i)
-          if (in.shape[i].value != 1 || cur->shape[i + o].value == 1) remap[i + o] = static_cast<int>(i);
+          if (in.shape[i].value != 1 || cur->shape[i + o].value == 1)
+            remap[i + o] = static_cast<int>(i);
         break;
       }
       case Op::Permute:
-        for (size_t i = 0; i < cur->attrs.perm.size(); ++i) remap[i] = static_cast<int>(cur->attrs.perm[i]);
+        for (size_t i = 0; i < cur->attrs.perm.size(); ++i)
+          remap[i] = static_cast<int>(cur->attrs.perm[i]);
         break;
       case Op::Slice:
         for (size_t i = 0; i < in.shape.size(); ++i) {
@@ -162,9 +165,11 @@ std::string match(const ir::FusionGroup& g, const std::unordered_map<const Node*
     for (int side = 0; side < 2 && !p.has_residual; ++side) {
       const Node* r = cur->inputs[side].get();
       OperandView v;
-      if (leaf_index.count(r) && dense_leaf_of_shape(r, mm->shape, v) && v.offset == std::vector<int64_t>(v.offset.size(), 0)) {
+      if (leaf_index.count(r) && dense_leaf_of_shape(r, mm->shape, v) &&
+          v.offset == std::vector<int64_t>(v.offset.size(), 0)) {
         bool identity = true;
-        for (size_t d = 0; d < v.dim.size(); ++d) identity = identity && v.dim[d] == static_cast<int>(d) && v.mult[d] == 1;
+        for (size_t d = 0; d < v.dim.size(); ++d)
+          identity = identity && v.dim[d] == static_cast<int>(d) && v.mult[d] == 1;
         if (!identity) continue;
         p.residual = v;
         p.has_residual = true;
@@ -175,9 +180,18 @@ std::string match(const ir::FusionGroup& g, const std::unordered_map<const Node*
   if (cur != mm) {
     const Node* x = nullptr;
     switch (cur->tag) {
-      case ir::Composite::gelu: p.act = x86::Activation::gelu; x = cur->inputs[0]->inputs[0].get(); break;
-      case ir::Composite::gelu_tanh: p.act = x86::Activation::gelu_tanh; x = cur->inputs[0]->inputs[0].get(); break;
-      case ir::Composite::silu: p.act = x86::Activation::silu; x = cur->inputs[0].get(); break;
+      case ir::Composite::gelu:
+        p.act = x86::Activation::gelu;
+        x = cur->inputs[0]->inputs[0].get();
+        break;
+      case ir::Composite::gelu_tanh:
+        p.act = x86::Activation::gelu_tanh;
+        x = cur->inputs[0]->inputs[0].get();
+        break;
+      case ir::Composite::silu:
+        p.act = x86::Activation::silu;
+        x = cur->inputs[0].get();
+        break;
       default:
         if (cur->op == Op::Relu) {
           p.act = x86::Activation::relu;
@@ -190,9 +204,12 @@ std::string match(const ir::FusionGroup& g, const std::unordered_map<const Node*
     for (int side = 0; side < 2 && !p.has_bias; ++side) {
       const Node* bnode = cur->inputs[side].get();
       OperandView v;
-      if (bnode->shape != mm->shape || !resolve_view(bnode, leaf_index, v) || layouts[v.leaf].runtime_strides) continue;
+      if (bnode->shape != mm->shape || !resolve_view(bnode, leaf_index, v) ||
+          layouts[v.leaf].runtime_strides)
+        continue;
       // A bias varies along N only, with unit stride in a dense leaf.
-      bool ok = v.dim.back() >= 0 && v.mult.back() == 1 && g.leaves[v.leaf]->shape[v.dim.back()] == mm->shape.back();
+      bool ok = v.dim.back() >= 0 && v.mult.back() == 1 &&
+                g.leaves[v.leaf]->shape[v.dim.back()] == mm->shape.back();
       for (size_t d = 0; d + 1 < v.dim.size(); ++d) ok = ok && v.dim[d] < 0;
       auto rm = ir::row_major_strides(ir::concrete_dims(g.leaves[v.leaf]->shape));
       ok = ok && rm[v.dim.back()] == 1;
@@ -205,8 +222,10 @@ std::string match(const ir::FusionGroup& g, const std::unordered_map<const Node*
   if (cur != mm && (cur->op == Op::Mul || cur->op == Op::Div)) {
     double s = 0;
     const Node* other = nullptr;
-    if (strip_scalar(cur->inputs[1].get(), &s)) other = cur->inputs[0].get();
-    else if (cur->op == Op::Mul && strip_scalar(cur->inputs[0].get(), &s)) other = cur->inputs[1].get();
+    if (strip_scalar(cur->inputs[1].get(), &s))
+      other = cur->inputs[0].get();
+    else if (cur->op == Op::Mul && strip_scalar(cur->inputs[0].get(), &s))
+      other = cur->inputs[1].get();
     if (other && (cur->op == Op::Mul || s != 0)) {
       p.scale = static_cast<float>(cur->op == Op::Div ? 1.0 / s : s);
       cur = other;
@@ -215,7 +234,8 @@ std::string match(const ir::FusionGroup& g, const std::unordered_map<const Node*
   if (cur != mm)
     return "epilogue op " + std::string(ir::op_name(cur->op)) +
            " is not of the form act(scale * A@B + bias) + residual";
-  if (!resolve_view(mm->inputs[0].get(), leaf_index, p.a) || !resolve_view(mm->inputs[1].get(), leaf_index, p.b))
+  if (!resolve_view(mm->inputs[0].get(), leaf_index, p.a) ||
+      !resolve_view(mm->inputs[1].get(), leaf_index, p.b))
     return "an operand is not a strided view of a buffer";
   p.out_dims = ir::concrete_dims(mm->shape);
   p.K = mm->inputs[0]->shape.back().value;
@@ -229,7 +249,8 @@ class X86Kernel : public CompiledKernel {
   std::shared_ptr<const x86::PackedB> packed;  // constant B packed at compile time
   std::shared_ptr<const ir::ConstantData> packed_source;
 
-  void launch(void* const* bufs, const int64_t* strides, const Schedule&, ThreadPool& pool) const override {
+  void launch(void* const* bufs, const int64_t* strides, const Schedule&,
+              ThreadPool& pool) const override {
     const Plan& p = plan;
     size_t nd = p.out_dims.size(), nb = nd - 2;
     int64_t M = p.out_dims[nb], N = p.out_dims[nb + 1];
@@ -247,14 +268,17 @@ class X86Kernel : public CompiledKernel {
     gp.ldc = N;
     gp.epi.scale = plan.scale;
     gp.epi.act = plan.act;
-    if (p.has_bias) gp.epi.bias = ptr(p.bias.leaf, resolve(p.bias, leaves[p.bias.leaf], strides).offset);
+    if (p.has_bias)
+      gp.epi.bias = ptr(p.bias.leaf, resolve(p.bias, leaves[p.bias.leaf], strides).offset);
     if (p.has_residual) {
       gp.epi.residual = ptr(p.residual.leaf, 0);
       gp.epi.ld_residual = N;
     }
     if (nb == 0) {
-      if (packed) x86::gemm_prepacked(gp, *packed, pool);
-      else x86::gemm(gp, pool);
+      if (packed)
+        x86::gemm_prepacked(gp, *packed, pool);
+      else
+        x86::gemm(gp, pool);
       return;
     }
     // Batch dims: the innermost goes to gemm_batched, the others are walked here.
@@ -315,7 +339,8 @@ class X86Backend : public Backend {
     return true;
   }
 
-  std::shared_ptr<CompiledKernel> compile(const KernelRequest& req, std::vector<uint8_t>* artifact) override {
+  std::shared_ptr<CompiledKernel> compile(const KernelRequest& req,
+                                          std::vector<uint8_t>* artifact) override {
     auto t0 = std::chrono::steady_clock::now();
     const ir::FusionGroup& g = *req.group;
     auto k = std::make_shared<X86Kernel>();
@@ -364,7 +389,8 @@ class X86Backend : public Backend {
     k->name = req.name;
     k->backend = "x86";
     for (const auto& n : g.nodes) k->ops.emplace_back(ir::op_name(n->op));
-    k->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    k->compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     (void)artifact;  // kernels are generated at first use in well under a millisecond; not cached
     return k;
   }

@@ -37,14 +37,30 @@ std::vector<uint8_t> to_bytes(const std::vector<double>& values, DType dtype) {
     const double v = round_to_dtype(values[i], dtype);
     const bool finite = std::isfinite(v);
     switch (dtype) {
-      case DType::f32: put(bytes, i, static_cast<float>(v)); break;
-      case DType::f64: put(bytes, i, v); break;
-      case DType::f16: put(bytes, i, double_to_f16_bits(v)); break;
-      case DType::bf16: put(bytes, i, double_to_bf16_bits(v)); break;
-      case DType::i8: put(bytes, i, static_cast<int8_t>(finite ? v : 0)); break;
-      case DType::i32: put(bytes, i, static_cast<int32_t>(finite ? v : 0)); break;
-      case DType::i64: put(bytes, i, static_cast<int64_t>(finite ? v : 0)); break;
-      case DType::boolean: bytes[i] = v != 0 ? 1 : 0; break;
+      case DType::f32:
+        put(bytes, i, static_cast<float>(v));
+        break;
+      case DType::f64:
+        put(bytes, i, v);
+        break;
+      case DType::f16:
+        put(bytes, i, double_to_f16_bits(v));
+        break;
+      case DType::bf16:
+        put(bytes, i, double_to_bf16_bits(v));
+        break;
+      case DType::i8:
+        put(bytes, i, static_cast<int8_t>(finite ? v : 0));
+        break;
+      case DType::i32:
+        put(bytes, i, static_cast<int32_t>(finite ? v : 0));
+        break;
+      case DType::i64:
+        put(bytes, i, static_cast<int64_t>(finite ? v : 0));
+        break;
+      case DType::boolean:
+        bytes[i] = v != 0 ? 1 : 0;
+        break;
     }
   }
   return bytes;
@@ -62,7 +78,8 @@ HostTensor constant_value(const Node& n) {
 
 bool small_enough(const Shape& s, int64_t limit) { return is_concrete(s) && numel(s) <= limit; }
 
-// The values of the constant-valued nodes of the graph being folded (Constants and Expands of them).
+// The values of the constant-valued nodes of the graph being folded (Constants and Expands of
+// them).
 class ConstantValues {
  public:
   // Null when `n` is not constant-valued or too large to materialize.

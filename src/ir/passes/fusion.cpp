@@ -9,10 +9,14 @@ namespace kiln::ir {
 
 std::string_view group_kind_name(GroupKind k) {
   switch (k) {
-    case GroupKind::elementwise: return "elementwise";
-    case GroupKind::row_reduce: return "row_reduce";
-    case GroupKind::matmul: return "matmul";
-    case GroupKind::conv2d: return "conv2d";
+    case GroupKind::elementwise:
+      return "elementwise";
+    case GroupKind::row_reduce:
+      return "row_reduce";
+    case GroupKind::matmul:
+      return "matmul";
+    case GroupKind::conv2d:
+      return "conv2d";
   }
   return "?";
 }
@@ -46,8 +50,10 @@ Shape kept_shape(const Shape& domain, const std::vector<int64_t>& axes, bool kee
   Shape s;
   for (int64_t i = 0; i < static_cast<int64_t>(domain.size()); ++i) {
     bool reduced = std::binary_search(axes.begin(), axes.end(), i);
-    if (!reduced) s.push_back(domain[i]);
-    else if (keepdims) s.push_back(Dim::concrete(1));
+    if (!reduced)
+      s.push_back(domain[i]);
+    else if (keepdims)
+      s.push_back(Dim::concrete(1));
   }
   return s;
 }
@@ -62,8 +68,7 @@ struct Builder {
     if (n->op == Op::MatMul || n->op == Op::Conv2d) {
       g.kind = n->op == Op::MatMul ? GroupKind::matmul : GroupKind::conv2d;
       g.contraction = n;
-    }
-    else if (is_reduce(n->op)) {
+    } else if (is_reduce(n->op)) {
       g.kind = GroupKind::row_reduce;
       g.domain = n->inputs[0]->shape;
       g.reduce_axes = n->attrs.axes;
@@ -150,8 +155,10 @@ FusionPlan fuse(const Graph& graph, const std::unordered_set<const Node*>& mater
         same = false;
         break;
       }
-      if (gid == -1) gid = g->second;
-      else if (gid != g->second) same = false;
+      if (gid == -1)
+        gid = g->second;
+      else if (gid != g->second)
+        same = false;
     }
     // A node used by a matmul/conv directly or through views is read as a buffer unless it is an
     // affine view itself; anything with users in several kernels is stored once.

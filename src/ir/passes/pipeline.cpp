@@ -32,9 +32,9 @@ Graph run_pass(const NamedPass& pass, const Graph& g, int round) {
   Graph out = pass.run(g);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  KILN_LOG_AT(debug) << "pass " << pass.name << " (round " << round << "): "
-                     << g.topo_order().size() << " -> " << out.topo_order().size() << " nodes, "
-                     << ms << " ms";
+  KILN_LOG_AT(debug) << "pass " << pass.name << " (round " << round
+                     << "): " << g.topo_order().size() << " -> " << out.topo_order().size()
+                     << " nodes, " << ms << " ms";
 #ifndef NDEBUG
   verify(out);
 #endif

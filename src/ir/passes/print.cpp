@@ -17,19 +17,29 @@ constexpr int64_t kMaxInlineElements = 8;
 
 std::string_view dtype_short_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i8: return "i8";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::boolean: return "bool";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i8:
+      return "i8";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::boolean:
+      return "bool";
   }
   return "?";
 }
 
-std::string ints_str(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
+std::string ints_str(const std::vector<int64_t>& v) {
+  return fmt::format("[{}]", fmt::join(v, ","));
+}
 
 // Shortest text that reads back as the same value of `dtype`; floats always show a '.' or an
 // exponent so that `1.0 : f32` and `1 : i32` are told apart.
@@ -38,8 +48,8 @@ std::string value_str(double v, DType dtype) {
   if (!is_floating(dtype)) return fmt::format("{}", static_cast<int64_t>(v));
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  std::string s = dtype == DType::f64 ? fmt::format("{}", v)
-                                      : fmt::format("{}", static_cast<float>(v));
+  std::string s =
+      dtype == DType::f64 ? fmt::format("{}", v) : fmt::format("{}", static_cast<float>(v));
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
 }
@@ -66,16 +76,20 @@ std::string constant_str(const Node& n) {
 std::string attrs_str(const Node& n) {
   const Attrs& a = n.attrs;
   switch (n.op) {
-    case Op::Permute: return " perm=" + ints_str(a.perm);
-    case Op::Slice: return " starts=" + ints_str(a.starts) + " steps=" + ints_str(a.steps);
-    case Op::Concat: return fmt::format(" axis={}", a.axis);
+    case Op::Permute:
+      return " perm=" + ints_str(a.perm);
+    case Op::Slice:
+      return " starts=" + ints_str(a.starts) + " steps=" + ints_str(a.steps);
+    case Op::Concat:
+      return fmt::format(" axis={}", a.axis);
     case Op::Conv2d: {
       const Conv2dParams& c = a.conv;
-      return fmt::format(" stride=[{},{}] padding=[{},{}] dilation=[{},{}] groups={}",
-                         c.stride[0], c.stride[1], c.padding[0], c.padding[1], c.dilation[0],
-                         c.dilation[1], c.groups);
+      return fmt::format(" stride=[{},{}] padding=[{},{}] dilation=[{},{}] groups={}", c.stride[0],
+                         c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1],
+                         c.groups);
     }
-    default: break;
+    default:
+      break;
   }
   if (is_reduce(n.op)) return " axes=" + ints_str(a.axes);
   return "";

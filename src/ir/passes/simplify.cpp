@@ -43,11 +43,15 @@ bool holds_all_values(DType from, DType to) {
   switch (from) {
     case DType::i8:
       return to == DType::i32 || to == DType::i64 || is_floating(to);  // |v| <= 128 fits bf16
-    case DType::i32: return to == DType::i64 || to == DType::f64;
+    case DType::i32:
+      return to == DType::i64 || to == DType::f64;
     case DType::f16:
-    case DType::bf16: return to == DType::f32 || to == DType::f64;
-    case DType::f32: return to == DType::f64;
-    default: return false;
+    case DType::bf16:
+      return to == DType::f32 || to == DType::f64;
+    case DType::f32:
+      return to == DType::f64;
+    default:
+      return false;
   }
 }
 
@@ -58,12 +62,16 @@ NodePtr simplify_binary(const NodePtr& n) {
   NodePtr keep;
   switch (n->op) {
     case Op::Mul:
-      if (is_scalar_value(b, 1)) keep = a;
-      else if (is_scalar_value(a, 1)) keep = b;
+      if (is_scalar_value(b, 1))
+        keep = a;
+      else if (is_scalar_value(a, 1))
+        keep = b;
       break;
     case Op::Add:
-      if (is_scalar_value(b, 0)) keep = a;
-      else if (is_scalar_value(a, 0)) keep = b;
+      if (is_scalar_value(b, 0))
+        keep = a;
+      else if (is_scalar_value(a, 0))
+        keep = b;
       break;
     case Op::Sub:
       if (is_scalar_value(b, 0)) keep = a;
@@ -71,7 +79,8 @@ NodePtr simplify_binary(const NodePtr& n) {
     case Op::Div:
       if (is_scalar_value(b, 1)) keep = a;
       break;
-    default: break;
+    default:
+      break;
   }
   return keep ? conform(keep, *n) : nullptr;
 }
@@ -114,7 +123,8 @@ NodePtr simplify_view(const NodePtr& n) {
         identity = a.starts[i] == 0 && a.steps[i] == 1;
       return identity ? x : nullptr;
     }
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -125,10 +135,14 @@ NodePtr rewrite(const NodePtr& n) {
     case OpKind::unary:
       if (n->op == Op::Neg && n->inputs[0]->op == Op::Neg) return n->inputs[0]->inputs[0];
       return nullptr;
-    case OpKind::binary: return simplify_binary(n);
-    case OpKind::cast: return simplify_cast(n);
-    case OpKind::view: return simplify_view(n);
-    default: return nullptr;
+    case OpKind::binary:
+      return simplify_binary(n);
+    case OpKind::cast:
+      return simplify_cast(n);
+    case OpKind::view:
+      return simplify_view(n);
+    default:
+      return nullptr;
   }
 }
 

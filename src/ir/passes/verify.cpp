@@ -22,7 +22,9 @@ struct Violation {
 
 std::string dt(DType t) { return std::string(dtype_name(t)); }
 
-std::string ints_str(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
+std::string ints_str(const std::vector<int64_t>& v) {
+  return fmt::format("[{}]", fmt::join(v, ","));
+}
 
 void expect_inputs(const Node& n, size_t count) {
   if (n.inputs.size() != count)
@@ -72,14 +74,21 @@ void check_unary(const Node& n) {
     case Op::Not:
       if (n.dtype != DType::boolean) fail("logical_not needs a bool operand, got " + dt(n.dtype));
       break;
-    case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt: case Op::Tanh: case Op::Sigmoid:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Tanh:
+    case Op::Sigmoid:
     case Op::Erf:
       if (!is_floating(n.dtype)) fail("needs a floating operand, got " + dt(n.dtype));
       break;
-    case Op::Neg: case Op::Relu:
+    case Op::Neg:
+    case Op::Relu:
       if (n.dtype == DType::boolean) fail("needs a numeric operand, got bool");
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -148,8 +157,8 @@ void check_permute(const Node& n) {
   }
   for (int64_t i = 0; i < rank; ++i)
     if (n.shape[i] != in[perm[i]])
-      fail(fmt::format("result shape {} is not the operand's {} permuted by {}",
-                       shape_str(n.shape), shape_str(in), ints_str(perm)));
+      fail(fmt::format("result shape {} is not the operand's {} permuted by {}", shape_str(n.shape),
+                       shape_str(in), ints_str(perm)));
 }
 
 void check_slice(const Node& n) {
@@ -205,8 +214,8 @@ void check_matmul(const Node& n) {
   const Node& a = *n.inputs[0];
   const Node& b = *n.inputs[1];
   if (a.ndim() < 2 || a.ndim() != b.ndim() || n.ndim() != a.ndim())
-    fail(fmt::format("operands {} and {} and result {} need the same rank >= 2",
-                     shape_str(a.shape), shape_str(b.shape), shape_str(n.shape)));
+    fail(fmt::format("operands {} and {} and result {} need the same rank >= 2", shape_str(a.shape),
+                     shape_str(b.shape), shape_str(n.shape)));
   expect_same_dtype(n, a, "lhs");
   expect_same_dtype(n, b, "rhs");
   if (n.dtype == DType::boolean) fail("bool matmul is not built");
@@ -218,8 +227,7 @@ void check_matmul(const Node& n) {
     fail("contraction dims differ: " + shape_str(a.shape) + " and " + shape_str(b.shape));
   want.push_back(a.shape[r - 2]);
   want.push_back(b.shape[r - 1]);
-  if (n.shape != want)
-    fail("result shape " + shape_str(n.shape) + ", expected " + shape_str(want));
+  if (n.shape != want) fail("result shape " + shape_str(n.shape) + ", expected " + shape_str(want));
 }
 
 void check_conv2d(const Node& n) {
@@ -250,8 +258,7 @@ void check_conv2d(const Node& n) {
     out[i] = (xs[2 + i] + 2 * p.padding[i] - span) / p.stride[i] + 1;
   }
   const Shape want = concrete_shape({xs[0], ws[0], out[0], out[1]});
-  if (n.shape != want)
-    fail("result shape " + shape_str(n.shape) + ", expected " + shape_str(want));
+  if (n.shape != want) fail("result shape " + shape_str(n.shape) + ", expected " + shape_str(want));
 }
 
 void check_concat(const Node& n) {
@@ -268,8 +275,9 @@ void check_concat(const Node& n) {
       fail(fmt::format("operand {} has shape {}, expected {} dims", i, shape_str(x.shape), rank));
     for (int64_t d = 0; d < rank; ++d)
       if (d != axis && x.shape[d] != n.shape[d])
-        fail(fmt::format("operand {} has shape {}, which differs from the result {} outside axis {}",
-                         i, shape_str(x.shape), shape_str(n.shape), axis));
+        fail(
+            fmt::format("operand {} has shape {}, which differs from the result {} outside axis {}",
+                        i, shape_str(x.shape), shape_str(n.shape), axis));
     concrete_axis = concrete_axis && !x.shape[axis].is_symbolic();
     total += x.shape[axis].value;
   }
@@ -284,10 +292,14 @@ void check_node(const Graph& g, const Node& n) {
   for (const NodePtr& in : n.inputs)
     if (!in) fail("null input");
   switch (op_kind(n.op)) {
-    case OpKind::leaf: return check_leaf(g, n);
-    case OpKind::unary: return check_unary(n);
-    case OpKind::binary: return check_binary(n);
-    case OpKind::ternary: return check_where(n);
+    case OpKind::leaf:
+      return check_leaf(g, n);
+    case OpKind::unary:
+      return check_unary(n);
+    case OpKind::binary:
+      return check_binary(n);
+    case OpKind::ternary:
+      return check_where(n);
     case OpKind::cast:
       expect_inputs(n, 1);
       return expect_same_shape(n, *n.inputs[0], "operand");
@@ -295,16 +307,24 @@ void check_node(const Graph& g, const Node& n) {
       expect_inputs(n, 1);
       expect_same_dtype(n, *n.inputs[0], "operand");
       switch (n.op) {
-        case Op::Expand: return check_expand(n);
-        case Op::Reshape: return check_reshape(n);
-        case Op::Permute: return check_permute(n);
-        case Op::Slice: return check_slice(n);
-        default: break;
+        case Op::Expand:
+          return check_expand(n);
+        case Op::Reshape:
+          return check_reshape(n);
+        case Op::Permute:
+          return check_permute(n);
+        case Op::Slice:
+          return check_slice(n);
+        default:
+          break;
       }
       break;
-    case OpKind::reduce: return check_reduce(n);
-    case OpKind::contraction: return n.op == Op::MatMul ? check_matmul(n) : check_conv2d(n);
-    case OpKind::concat: return check_concat(n);
+    case OpKind::reduce:
+      return check_reduce(n);
+    case OpKind::contraction:
+      return n.op == Op::MatMul ? check_matmul(n) : check_conv2d(n);
+    case OpKind::concat:
+      return check_concat(n);
   }
   fail("unknown op");
 }
@@ -315,7 +335,8 @@ void verify(const Graph& g) {
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const NodePtr& in = g.inputs[i];
     if (!in || in->op != Op::Input || in->attrs.arg != static_cast<int64_t>(i))
-      throw CompileError(fmt::format("verify: graph input {} is not an Input node with arg {}", i, i));
+      throw CompileError(
+          fmt::format("verify: graph input {} is not an Input node with arg {}", i, i));
   }
   for (size_t i = 0; i < g.outputs.size(); ++i)
     if (!g.outputs[i]) throw CompileError(fmt::format("verify: graph output {} is null", i));
