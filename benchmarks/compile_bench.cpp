@@ -172,7 +172,7 @@ int child(int64_t batch) {
   t0 = Clock::now();
   call(f2, in);
   double memhit = ms_since(t0);
-  int64_t memhits = f2.stats().memory_hits;
+  int64_t memhits = f2.stats().kernel_memory_hits;
 
   std::printf("PHASE warmproc\n");
   std::fflush(stdout);
