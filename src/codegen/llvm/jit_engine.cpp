@@ -6,9 +6,8 @@
 #include <kiln/options.h>
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
-#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ExecutorProcessControl.h>
 #include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
-#include <llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -26,10 +25,18 @@ namespace kiln::llvmjit {
 
 namespace {
 
-struct Engine {
-  std::unique_ptr<llvm::orc::LLJIT> jit;
+// The target kiln compiles for: host features (not the host CPU name, which can mislead on VMs),
+// capped by KILN_ISA. Cheap; needed for cache keys even when nothing is compiled.
+struct Target {
   std::string cpu;
   std::string features;
+};
+
+// The linker: kiln only adds relocatable objects and looks symbols up, so a bare execution session
+// with a JITLink object layer does (LLJIT's compile layers cost ~1 ms to set up, on every start).
+struct Engine {
+  std::unique_ptr<llvm::orc::ExecutionSession> es;
+  std::unique_ptr<llvm::orc::ObjectLinkingLayer> linker;
   std::mutex mu;  // serializes JITDylib creation/removal
   std::atomic<uint64_t> counter{0};
 };
@@ -45,13 +52,19 @@ bool feature_allowed(const std::string& f) {
   return true;
 }
 
-Engine& engine() {
-  static Engine* e = [] {
+void init_native_target() {
+  static std::once_flag once;
+  std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
-    auto* eng = new Engine();
-    // Features from the host (not its CPU name, which can mislead on VMs), capped by KILN_ISA.
+  });
+}
+
+const Target& target() {
+  static const Target t = [] {
+    init_native_target();
+    Target r;
     llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
     std::vector<std::string> fs;
     for (auto& kv : host) {
@@ -60,16 +73,22 @@ Engine& engine() {
       fs.push_back((on ? "+" : "-") + f);
     }
     std::sort(fs.begin(), fs.end());
-    for (auto& f : fs) eng->features += (eng->features.empty() ? "" : ",") + f;
+    for (auto& f : fs) r.features += (r.features.empty() ? "" : ",") + f;
     // A generic CPU model with explicit features: scheduling for a modern x86 core.
-    eng->cpu = "x86-64-v3";
-    if (cpu_info().has(CpuFeature::avx512f)) eng->cpu = "x86-64-v4";
-    auto jit = llvm::orc::LLJITBuilder().create();
-    if (!jit) {
-      std::string msg = llvm::toString(jit.takeError());
-      throw CompileError("LLVM ORC could not start: " + msg);
-    }
-    eng->jit = std::move(*jit);
+    r.cpu = cpu_info().has(CpuFeature::avx512f) ? "x86-64-v4" : "x86-64-v3";
+    return r;
+  }();
+  return t;
+}
+
+Engine& engine() {
+  static Engine* e = [] {
+    init_native_target();
+    auto epc = llvm::orc::SelfExecutorProcessControl::Create();
+    if (!epc) throw CompileError("LLVM ORC could not start: " + llvm::toString(epc.takeError()));
+    auto* eng = new Engine();
+    eng->es = std::make_unique<llvm::orc::ExecutionSession>(std::move(*epc));
+    eng->linker = std::make_unique<llvm::orc::ObjectLinkingLayer>(*eng->es);
     return eng;
   }();
   return *e;
@@ -81,13 +100,14 @@ class JITDylibObject : public LoadedObject {
   ~JITDylibObject() override {
     Engine& e = engine();
     std::lock_guard<std::mutex> lock(e.mu);
-    llvm::consumeError(e.jit->getExecutionSession().removeJITDylib(*jd_));
+    llvm::consumeError(e.es->removeJITDylib(*jd_));
   }
   void* lookup(const std::string& symbol) override {
-    auto sym = engine().jit->lookup(*jd_, symbol);
+    Engine& e = engine();
+    auto sym = e.es->lookup({jd_}, e.es->intern(symbol));
     if (!sym)
       throw CompileError("JIT lookup of " + symbol + " failed: " + llvm::toString(sym.takeError()));
-    return sym->toPtr<void*>();
+    return sym->getAddress().toPtr<void*>();
   }
 
  private:
@@ -96,12 +116,12 @@ class JITDylibObject : public LoadedObject {
 
 }  // namespace
 
-std::string target_cpu() { return engine().cpu; }
-std::string target_features() { return engine().features; }
+std::string target_cpu() { return target().cpu; }
+std::string target_features() { return target().features; }
 std::string llvm_version() { return LLVM_VERSION_STRING; }
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine() {
-  Engine& e = engine();
+  const Target& e = target();
   std::string triple = llvm::sys::getProcessTriple();
   std::string err;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
@@ -162,20 +182,19 @@ std::unique_ptr<LoadedObject> load_object(const std::vector<uint8_t>& object,
   {
     std::lock_guard<std::mutex> lock(e.mu);
     std::string jd_name = name + "." + std::to_string(e.counter.fetch_add(1));
-    auto jdx = e.jit->getExecutionSession().createJITDylib(jd_name);
+    auto jdx = e.es->createJITDylib(jd_name);
     if (!jdx)
       throw CompileError("JIT: cannot create a JITDylib: " + llvm::toString(jdx.takeError()));
     jd = &*jdx;
     // libm and libc symbols (exp, memset, ...) come from the process.
-    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-        e.jit->getDataLayout().getGlobalPrefix());
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess('\0');  // ELF: no prefix
     if (!gen) throw CompileError("JIT: " + llvm::toString(gen.takeError()));
     jd->addGenerator(std::move(*gen));
   }
   auto result = std::make_unique<JITDylibObject>(jd);
   auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
       llvm::StringRef(reinterpret_cast<const char*>(object.data()), object.size()), name);
-  if (auto err = e.jit->addObjectFile(*jd, std::move(buffer)))
+  if (auto err = e.linker->add(*jd, std::move(buffer)))
     throw CompileError("JIT: cannot link the kernel object: " + llvm::toString(std::move(err)));
   return result;
 }
