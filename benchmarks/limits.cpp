@@ -4,15 +4,22 @@
 #include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+
+#include <functional>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 namespace kiln::bench {
@@ -47,39 +54,70 @@ double run_pinned(int threads, Fn fn) {
   return *std::max_element(secs.begin(), secs.end());
 }
 
+// Independent FMA chains held in named registers (an array of accumulators ends up on the stack
+// and measures load/store throughput instead). 16 chains cover 2 ports x 4 cycles of latency.
+#define KILN_FMA16(T, FMA)                                                                        \
+  /* distinct starting values, or the compiler merges identical chains into one */              \
+  T a0 = init, a1 = a0 + init, a2 = a1 + init, a3 = a2 + init, a4 = a3 + init, a5 = a4 + init;   \
+  T a6 = a5 + init, a7 = a6 + init, a8 = a7 + init, a9 = a8 + init, a10 = a9 + init;             \
+  T a11 = a10 + init, a12 = a11 + init, a13 = a12 + init, a14 = a13 + init, a15 = a14 + init;    \
+  for (long it = 0; it < iters; ++it) {                                                           \
+    a0 = FMA(a0, x, y); a1 = FMA(a1, x, y); a2 = FMA(a2, x, y); a3 = FMA(a3, x, y);               \
+    a4 = FMA(a4, x, y); a5 = FMA(a5, x, y); a6 = FMA(a6, x, y); a7 = FMA(a7, x, y);               \
+    a8 = FMA(a8, x, y); a9 = FMA(a9, x, y); a10 = FMA(a10, x, y); a11 = FMA(a11, x, y);           \
+    a12 = FMA(a12, x, y); a13 = FMA(a13, x, y); a14 = FMA(a14, x, y); a15 = FMA(a15, x, y);       \
+  }                                                                                               \
+  T s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13 + a14 + a15;
+
 #if defined(__AVX512F__)
 __attribute__((noinline)) float fma_loop_512(long iters) {
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
+  const __m512 init = _mm512_set1_ps(1e-3f);
   const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  for (long it = 0; it < iters; ++it) {
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[5]), "+v"(acc[10]), "+v"(acc[15]));
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  KILN_FMA16(__m512, _mm512_fmadd_ps)
   return _mm512_reduce_add_ps(s);
 }
 #endif
 
 __attribute__((noinline)) float fma_loop_256(long iters) {
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(float(i) * 1e-3f);
+  const __m256 init = _mm256_set1_ps(1e-3f);
   const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-  for (long it = 0; it < iters; ++it) {
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-    __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[6]), "+x"(acc[11]));
-  }
-  __m256 s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  KILN_FMA16(__m256, _mm256_fmadd_ps)
   float out[8];
   _mm256_storeu_ps(out, s);
   return out[0];
 }
+#undef KILN_FMA16
 
 std::atomic<float> g_sink{0};
 
 }  // namespace
+
+// Runs a measurement in a forked child: the child has only the calling thread, so worker threads
+// that peer libraries (OpenBLAS, oneDNN's OpenMP) started at load time and that may spin cannot
+// steal the cores being measured. Falls back to measuring here if fork fails.
+static double in_child(const std::function<double()>& measure) {
+  int fds[2];
+  if (pipe(fds) != 0) return measure();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return measure();
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    double v = measure();
+    ssize_t w = write(fds[1], &v, sizeof v);
+    _exit(w == sizeof v ? 0 : 1);
+  }
+  close(fds[1]);
+  double v = 0;
+  ssize_t r = read(fds[0], &v, sizeof v);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return r == sizeof v ? v : measure();
+}
 
 void pin_this_thread(int cpu) {
   cpu_set_t set;
@@ -97,13 +135,13 @@ std::string pin_process(int threads) {
          std::to_string(threads - 1);
 }
 
-double fma_peak_gflops(int threads, double seconds) {
+static double fma_peak_gflops_here(int threads, double seconds) {
 #if defined(__AVX512F__)
   const bool avx512 = __builtin_cpu_supports("avx512f");
 #else
   const bool avx512 = false;
 #endif
-  const double flops_per_iter = avx512 ? 16.0 * 16 * 2 : 12.0 * 8 * 2;
+  const double flops_per_iter = avx512 ? 16.0 * 16 * 2 : 16.0 * 8 * 2;
   auto loop = [&](long iters) {
 #if defined(__AVX512F__)
     if (avx512) return fma_loop_512(iters);
@@ -130,7 +168,7 @@ double fma_peak_gflops(int threads, double seconds) {
   return best;
 }
 
-double stream_triad_gbs(int threads, size_t n) {
+static double stream_triad_gbs_here(int threads, size_t n) {
   std::unique_ptr<double[]> a(new double[n]), b(new double[n]), c(new double[n]);
   auto slice = [&](int t, size_t& lo, size_t& hi) {
     lo = n * size_t(t) / size_t(threads);
@@ -176,6 +214,14 @@ std::string machine_line() {
   add(__builtin_cpu_supports("avx512bw"), "avx512bw");
   add(__builtin_cpu_supports("avx512vl"), "avx512vl");
   return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs, " + isa;
+}
+
+double fma_peak_gflops(int threads, double seconds) {
+  return in_child([&] { return fma_peak_gflops_here(threads, seconds); });
+}
+
+double stream_triad_gbs(int threads, size_t n) {
+  return in_child([&] { return stream_triad_gbs_here(threads, n); });
 }
 
 }  // namespace kiln::bench

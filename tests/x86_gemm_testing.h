@@ -183,6 +183,8 @@ class Case {
     }
     return worst;
   }
+  // All of C's buffer (with the guard elements), for comparing runs bit for bit.
+  const std::vector<float>& c_storage() const { return c_; }
 
  private:
   Shape s_;

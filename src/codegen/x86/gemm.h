@@ -101,8 +101,9 @@ void gemm_prepacked(const GemmProblem& p, const PackedB& packed, ThreadPool& poo
 struct KernelInfo {
   std::string name;     // e.g. "packed_avx512_14x32_m14n32_first_last_bias_gelu"
   std::string listing;  // asmjit's listing
-  double codegen_ms = 0;
+  double codegen_ms = 0;  // time this process spent on it: codegen, or the disk-cache load
   int64_t code_bytes = 0;
+  bool loaded_from_disk = false;  // from an x86 blob in the disk cache, not generated
 };
 // Every kernel that `p` would run (generating them if needed), and their listings together.
 std::vector<KernelInfo> kernels_for(const GemmProblem& p, Isa isa);
@@ -118,6 +119,11 @@ struct GemmStats {
   int64_t kernels_generated = 0;
   double codegen_ms_total = 0;
   double codegen_ms_max = 0;
+  int64_t kernels_loaded_from_disk = 0;  // x86 blobs loaded instead of generated
+  int64_t kernels_stored_to_disk = 0;
+  int64_t kernels_not_cacheable = 0;  // not position independent: never stored
+  double disk_load_ms_total = 0;
+  double disk_load_ms_max = 0;
 };
 GemmStats stats();
 

@@ -495,6 +495,11 @@ GemmStats stats() {
   s.kernels_generated = kernels_generated();
   s.codegen_ms_total = codegen_ms_total();
   s.codegen_ms_max = codegen_ms_max();
+  s.kernels_loaded_from_disk = kernels_loaded_from_disk();
+  s.kernels_stored_to_disk = kernels_stored_to_disk();
+  s.kernels_not_cacheable = kernels_not_cacheable();
+  s.disk_load_ms_total = disk_load_ms_total();
+  s.disk_load_ms_max = disk_load_ms_max();
   return s;
 }
 

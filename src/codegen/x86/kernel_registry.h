@@ -60,5 +60,13 @@ const Kernel& get_kernel(const KernelDesc& desc);
 int64_t kernels_generated();
 double codegen_ms_total();
 double codegen_ms_max();
+// Disk-cache counters: kernels loaded from x86 blobs instead of generated (and the time each load
+// took: entry read, checks, executable copy), kernels stored, kernels not stored because their
+// code is not position independent.
+int64_t kernels_loaded_from_disk();
+int64_t kernels_stored_to_disk();
+int64_t kernels_not_cacheable();
+double disk_load_ms_total();
+double disk_load_ms_max();
 
 }  // namespace kiln::x86

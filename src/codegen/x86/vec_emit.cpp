@@ -57,10 +57,23 @@ constexpr ConstTables make_tables() {
 
 constinit const ConstTables kTables = make_tables();
 
+thread_local std::vector<uint64_t>* t_const_base_sites = nullptr;
+
 }  // namespace
 
+const void* const_table_address() { return &kTables; }
+
+ConstBaseSiteRecorder::ConstBaseSiteRecorder(std::vector<uint64_t>* sites)
+    : prev_(t_const_base_sites) {
+  t_const_base_sites = sites;
+}
+ConstBaseSiteRecorder::~ConstBaseSiteRecorder() { t_const_base_sites = prev_; }
+
 void VecEmitter::load_const_base() {
-  a_.mov(const_reg_, asmjit::Imm(reinterpret_cast<intptr_t>(&kTables)));
+  // movabs: always the 10-byte form with a full 8-byte immediate at the instruction's end, so the
+  // disk cache can patch it (kernel_registry.cpp checks the bytes there before storing).
+  a_.movabs(const_reg_, asmjit::Imm(reinterpret_cast<intptr_t>(&kTables)));
+  if (t_const_base_sites) t_const_base_sites->push_back(uint64_t(a_.offset()) - 8);
 }
 
 ax::Mem VecEmitter::mask_mem(int n) const {

@@ -8,10 +8,28 @@
 #include <asmjit/x86.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace kiln::x86 {
 
 namespace ax = asmjit::x86;
+
+// The constant table's address: the one absolute address generated code holds, as the 64-bit
+// immediate of load_const_base()'s movabs. asmjit records no relocation for it, so the disk cache
+// (kernel_registry.cpp) patches it when it loads code into another process.
+const void* const_table_address();
+// While one is alive on a thread, load_const_base() appends to `sites` the code offset of each
+// 8-byte address immediate it emits.
+class ConstBaseSiteRecorder {
+ public:
+  explicit ConstBaseSiteRecorder(std::vector<uint64_t>* sites);
+  ~ConstBaseSiteRecorder();
+  ConstBaseSiteRecorder(const ConstBaseSiteRecorder&) = delete;
+  ConstBaseSiteRecorder& operator=(const ConstBaseSiteRecorder&) = delete;
+
+ private:
+  std::vector<uint64_t>* prev_;
+};
 
 // Indices into the constant table (each constant replicated over 16 lanes, 64 bytes apart).
 enum ConstId : int32_t {
