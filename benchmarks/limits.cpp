@@ -56,17 +56,29 @@ double run_pinned(int threads, Fn fn) {
 
 // Independent FMA chains held in named registers (an array of accumulators ends up on the stack
 // and measures load/store throughput instead). 16 chains cover 2 ports x 4 cycles of latency.
-#define KILN_FMA16(T, FMA)                                                                        \
-  /* distinct starting values, or the compiler merges identical chains into one */              \
-  T a0 = init, a1 = a0 + init, a2 = a1 + init, a3 = a2 + init, a4 = a3 + init, a5 = a4 + init;   \
-  T a6 = a5 + init, a7 = a6 + init, a8 = a7 + init, a9 = a8 + init, a10 = a9 + init;             \
-  T a11 = a10 + init, a12 = a11 + init, a13 = a12 + init, a14 = a13 + init, a15 = a14 + init;    \
-  for (long it = 0; it < iters; ++it) {                                                           \
-    a0 = FMA(a0, x, y); a1 = FMA(a1, x, y); a2 = FMA(a2, x, y); a3 = FMA(a3, x, y);               \
-    a4 = FMA(a4, x, y); a5 = FMA(a5, x, y); a6 = FMA(a6, x, y); a7 = FMA(a7, x, y);               \
-    a8 = FMA(a8, x, y); a9 = FMA(a9, x, y); a10 = FMA(a10, x, y); a11 = FMA(a11, x, y);           \
-    a12 = FMA(a12, x, y); a13 = FMA(a13, x, y); a14 = FMA(a14, x, y); a15 = FMA(a15, x, y);       \
-  }                                                                                               \
+#define KILN_FMA16(T, FMA)                                                                     \
+  /* distinct starting values, or the compiler merges identical chains into one */             \
+  T a0 = init, a1 = a0 + init, a2 = a1 + init, a3 = a2 + init, a4 = a3 + init, a5 = a4 + init; \
+  T a6 = a5 + init, a7 = a6 + init, a8 = a7 + init, a9 = a8 + init, a10 = a9 + init;           \
+  T a11 = a10 + init, a12 = a11 + init, a13 = a12 + init, a14 = a13 + init, a15 = a14 + init;  \
+  for (long it = 0; it < iters; ++it) {                                                        \
+    a0 = FMA(a0, x, y);                                                                        \
+    a1 = FMA(a1, x, y);                                                                        \
+    a2 = FMA(a2, x, y);                                                                        \
+    a3 = FMA(a3, x, y);                                                                        \
+    a4 = FMA(a4, x, y);                                                                        \
+    a5 = FMA(a5, x, y);                                                                        \
+    a6 = FMA(a6, x, y);                                                                        \
+    a7 = FMA(a7, x, y);                                                                        \
+    a8 = FMA(a8, x, y);                                                                        \
+    a9 = FMA(a9, x, y);                                                                        \
+    a10 = FMA(a10, x, y);                                                                      \
+    a11 = FMA(a11, x, y);                                                                      \
+    a12 = FMA(a12, x, y);                                                                      \
+    a13 = FMA(a13, x, y);                                                                      \
+    a14 = FMA(a14, x, y);                                                                      \
+    a15 = FMA(a15, x, y);                                                                      \
+  }                                                                                            \
   T s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13 + a14 + a15;
 
 #if defined(__AVX512F__)

@@ -32,6 +32,7 @@
 #include "cache/entry_format.h"
 #include "cache/key.h"
 #include "cache_test_util.h"
+#include "child_process.h"
 #include "jit/compile.h"
 
 extern char** environ;
@@ -189,22 +190,12 @@ struct ProbeResult {
   int64_t llvm() const { return (*this)["kernels_llvm"]; }
 };
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return {};
-  buf[n] = 0;
-  return buf;
-}
-
 // Starts the probe in a new process. Its stdout and stderr go to a log file next to its result.
 ProbeRun start_probe(const ProbeEnv& pe, const std::string& work_dir, const std::string& tag) {
   ProbeRun run;
   run.out_path = work_dir + "/probe-" + tag + ".out";
   run.log_path = work_dir + "/probe-" + tag + ".log";
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "KILN_", 5) != 0) env.emplace_back(*e);
+  std::vector<std::string> env = kiln_test::environment_without_kiln();
   env.push_back("KILN_CACHE_DIR=" + pe.cache_dir);
   env.push_back("KILN_CACHE=" + pe.cache_mode);
   env.push_back("KILN_NUM_THREADS=1");  // up to 8 probes share the cores
@@ -218,32 +209,12 @@ ProbeRun start_probe(const ProbeEnv& pe, const std::string& work_dir, const std:
     env.push_back("KILN_PROBE_OVERRIDE_FIELD=" + pe.override_field);
     env.push_back("KILN_PROBE_OVERRIDE_VALUE=" + pe.override_value);
   }
-  std::vector<char*> envp;
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string exe = self_exe();
-  REQUIRE(!exe.empty());
-  std::string name = kProbeTestName;
-  std::vector<char*> argv = {exe.data(), name.data(), nullptr};
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, run.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  int rc = posix_spawn(&run.pid, exe.c_str(), &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  REQUIRE(rc == 0);
+  run.pid = kiln_test::spawn_self(kProbeTestName, std::move(env), run.log_path);
+  REQUIRE(run.pid > 0);
   return run;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using kiln_test::slurp;
 
 // Waits (at most `timeout`; then SIGKILL) and reads the result.
 ProbeResult finish_probe(const ProbeRun& run,

@@ -24,6 +24,7 @@
 
 #include "cache/disk_cache.h"
 #include "cache_test_util.h"
+#include "child_process.h"
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
 #include "x86_gemm_testing.h"
@@ -47,11 +48,11 @@ std::vector<ProbeCase> probe_cases() {
   EpiKind all{Activation::silu, true, true, true};
   EpiKind relu{Activation::relu, false, false, false};
   return {
-      {{16, 16, 16}, bias_gelu},    // direct
-      {{5, 33, 17}, all},           // direct, ragged
-      {{4, 512, 256}, relu},        // skinny
-      {{300, 200, 1000}, all},      // packed, several K blocks and edge tiles
-      {{129, 255, 511}, bias_gelu}, // packed
+      {{16, 16, 16}, bias_gelu},     // direct
+      {{5, 33, 17}, all},            // direct, ragged
+      {{4, 512, 256}, relu},         // skinny
+      {{300, 200, 1000}, all},       // packed, several K blocks and edge tiles
+      {{129, 255, 511}, bias_gelu},  // packed
   };
 }
 
@@ -84,9 +85,9 @@ TEST_CASE("x86 blob probe", "[.probe]") {
       ++runs;
     }
   }
-  r["elapsed_us"] = double(std::chrono::duration_cast<std::chrono::microseconds>(
-                               std::chrono::steady_clock::now() - t0)
-                               .count());
+  r["elapsed_us"] = double(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
   GemmStats s = stats();
   r["runs"] = double(runs);
   r["max_violation"] = worst;
@@ -112,69 +113,27 @@ TEST_CASE("x86 blob probe", "[.probe]") {
 
 namespace {
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return {};
-  buf[n] = 0;
-  return buf;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using kiln_test::slurp;
 
 // Runs the probe in a new process and returns its counts (empty on failure; the log is printed).
 std::map<std::string, double> run_probe(const std::string& cache_dir, const std::string& mode,
                                         const std::string& work_dir, const std::string& tag) {
   const std::string out_path = work_dir + "/" + tag + ".out";
   const std::string log_path = work_dir + "/" + tag + ".log";
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "KILN_", 5) != 0 || std::strncmp(*e, "KILN_ISA=", 9) == 0)
-      env.emplace_back(*e);
+  std::vector<std::string> env = kiln_test::environment_without_kiln({"KILN_ISA="});
   env.push_back("KILN_CACHE_DIR=" + cache_dir);
   env.push_back("KILN_CACHE=" + mode);
   env.push_back("KILN_LOG=warn");
   env.push_back("KILN_BLOB_PROBE_OUT=" + out_path);
-  std::vector<char*> envp;
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string exe = self_exe();
-  REQUIRE(!exe.empty());
-  std::string name = kBlobProbeName;
-  std::vector<char*> argv = {exe.data(), name.data(), nullptr};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  REQUIRE(rc == 0);
-  int status = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  for (;;) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    REQUIRE(w >= 0);
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  pid_t pid = kiln_test::spawn_self(kBlobProbeName, std::move(env), log_path);
+  REQUIRE(pid > 0);
+  bool ok = kiln_test::wait_child(pid, std::chrono::seconds(180));
   std::map<std::string, double> v;
   std::istringstream in(slurp(out_path));
   std::string k;
   double x;
   while (in >> k >> x) v[k] = x;
-  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) || v["done"] != 1) {
+  if (!ok || v["done"] != 1) {
     UNSCOPED_INFO("probe " << tag << " failed; log:\n" << slurp(log_path));
     v.clear();
   }

@@ -187,7 +187,8 @@ std::unique_ptr<LoadedObject> load_object(const std::vector<uint8_t>& object,
       throw CompileError("JIT: cannot create a JITDylib: " + llvm::toString(jdx.takeError()));
     jd = &*jdx;
     // libm and libc symbols (exp, memset, ...) come from the process.
-    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess('\0');  // ELF: no prefix
+    auto gen =
+        llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess('\0');  // ELF: no prefix
     if (!gen) throw CompileError("JIT: " + llvm::toString(gen.takeError()));
     jd->addGenerator(std::move(*gen));
   }

@@ -101,7 +101,7 @@ constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
 constexpr uint64_t kBlobVersion = 2;
 constexpr uint64_t kMaxRelocs = 64;  // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 9 * 8;
-constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;     // real kernels are a few KiB
+constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;      // real kernels are a few KiB
 constexpr uint64_t kMaxListingBytes = uint64_t{16} << 20;  // real listings are tens of KiB
 constexpr uint64_t kMaxAlignment = 64;  // JitAllocator's granularity; never more is asked for
 
@@ -151,8 +151,8 @@ std::optional<BlobView> decode_blob(std::span<const uint8_t> b, const KernelDesc
     for (int i = 0; i < 8; ++i) v |= uint64_t(b[8 + index * 8 + size_t(i)]) << (8 * i);
     return v;
   };
-  const uint64_t version = u64(0), header = u64(1), relocs = u64(2), align = u64(3),
-                 entry = u64(4), code_size = u64(5), listing_size = u64(6), desc_size = u64(7);
+  const uint64_t version = u64(0), header = u64(1), relocs = u64(2), align = u64(3), entry = u64(4),
+                 code_size = u64(5), listing_size = u64(6), desc_size = u64(7);
   if (version != kBlobVersion || header != kBlobHeaderBytes || relocs > kMaxRelocs)
     return std::nullopt;
   if (align == 0 || align > kMaxAlignment || (align & (align - 1)) != 0) return std::nullopt;
