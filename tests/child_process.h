@@ -37,7 +37,8 @@ inline std::string slurp(const std::string& path) {
 }
 
 // This process's environment without KILN_* variables (except those listed in `keep`).
-inline std::vector<std::string> environment_without_kiln(const std::vector<std::string>& keep = {}) {
+inline std::vector<std::string> environment_without_kiln(
+    const std::vector<std::string>& keep = {}) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     bool kiln = std::strncmp(*e, "KILN_", 5) == 0;
