@@ -3,7 +3,6 @@
 
 #include "ir/interpreter.h"
 #include "support/check.h"
-#include "support/half.h"
 
 #include <kiln/errors.h>
 
@@ -130,46 +129,7 @@ NodePtr make_constant(DType dtype, Shape shape, std::vector<uint8_t> bytes) {
 
 NodePtr make_scalar(double value, DType dtype) {
   std::vector<uint8_t> bytes(dtype_size(dtype));
-  switch (dtype) {
-    case DType::f32: {
-      float v = static_cast<float>(value);
-      std::memcpy(bytes.data(), &v, 4);
-      break;
-    }
-    case DType::f64:
-      std::memcpy(bytes.data(), &value, 8);
-      break;
-    case DType::f16: {
-      uint16_t h = double_to_f16_bits(value);
-      std::memcpy(bytes.data(), &h, 2);
-      break;
-    }
-    case DType::bf16: {
-      uint16_t h = double_to_bf16_bits(value);
-      std::memcpy(bytes.data(), &h, 2);
-      break;
-    }
-    // Integers: truncate, wrap, NaN/inf to 0 (the interpreter's rule), never UB.
-    case DType::i8: {
-      int8_t v = static_cast<int8_t>(round_to_dtype(value, dtype));
-      std::memcpy(bytes.data(), &v, 1);
-      break;
-    }
-    case DType::i32: {
-      int32_t v = static_cast<int32_t>(round_to_dtype(value, dtype));
-      std::memcpy(bytes.data(), &v, 4);
-      break;
-    }
-    case DType::i64: {
-      double r = round_to_dtype(value, dtype);
-      int64_t v = r >= 9.2233720368547758e18 ? INT64_MIN : static_cast<int64_t>(r);
-      std::memcpy(bytes.data(), &v, 8);
-      break;
-    }
-    case DType::boolean:
-      bytes[0] = value != 0 ? 1 : 0;
-      break;
-  }
+  encode_element(dtype, value, bytes.data());
   return make_constant(dtype, {}, std::move(bytes));
 }
 

@@ -363,7 +363,7 @@ void store(uint8_t* p, T v) {
   std::memcpy(p, &v, sizeof(T));
 }
 
-double decode(DType t, const uint8_t* p) {
+double decode_impl(DType t, const uint8_t* p) {
   switch (t) {
     case DType::f32:
       return load<float>(p);
@@ -385,7 +385,7 @@ double decode(DType t, const uint8_t* p) {
   return 0;
 }
 
-void encode(DType t, double v, uint8_t* p) {
+void encode_impl(DType t, double v, uint8_t* p) {
   switch (t) {
     case DType::f32:
       return store(p, static_cast<float>(round_to_dtype(v, DType::f32)));
@@ -409,6 +409,13 @@ void encode(DType t, double v, uint8_t* p) {
 
 }  // namespace
 
+double decode_element(DType dtype, const void* p) {
+  return decode_impl(dtype, static_cast<const uint8_t*>(p));
+}
+void encode_element(DType dtype, double v, void* p) {
+  encode_impl(dtype, v, static_cast<uint8_t*>(p));
+}
+
 int64_t HostTensor::numel() const { return product(shape); }
 
 HostTensor HostTensor::from_array(const Array& a) {
@@ -422,7 +429,7 @@ HostTensor HostTensor::from_array(const Array& a) {
   double* o = t.values.data();
   // Strides are in elements and may be negative or zero; offsets are relative to data().
   for_each_offset(a.shape(), a.strides(), 0,
-                  [&](int64_t off) { *o++ = decode(dt, base + off * esize); });
+                  [&](int64_t off) { *o++ = decode_impl(dt, base + off * esize); });
   return t;
 }
 
@@ -438,7 +445,7 @@ void HostTensor::to_array(Array& out) const {
   uint8_t* base = static_cast<uint8_t*>(out.data());
   const double* v = values.data();
   for_each_offset(shape, out.strides(), 0,
-                  [&](int64_t off) { encode(dtype, *v++, base + off * esize); });
+                  [&](int64_t off) { encode_impl(dtype, *v++, base + off * esize); });
 }
 
 double round_to_dtype(double v, DType dtype) {

@@ -26,6 +26,11 @@ struct HostTensor {
 // float16/bfloat16/float32 round to nearest even).
 double round_to_dtype(double v, DType dtype);
 
+// One element in `dtype`'s storage format read as a double, and written from one (rounded and
+// wrapped as round_to_dtype does). The one place element bytes are converted.
+double decode_element(DType dtype, const void* p);
+void encode_element(DType dtype, double v, void* p);
+
 // Evaluates one node given its inputs' values.
 HostTensor eval_node(const Node& n, const std::vector<const HostTensor*>& inputs);
 // Evaluates the graph on the given inputs (one per graph input).

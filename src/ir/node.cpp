@@ -1,5 +1,6 @@
 #include "ir/node.h"
 
+#include "ir/interpreter.h"
 #include "support/check.h"
 
 #include <xxhash.h>
@@ -62,55 +63,7 @@ Node::~Node() {
 
 double Node::constant_at(int64_t i) const {
   KILN_CHECK(op == Op::Constant && attrs.data);
-  const uint8_t* p = attrs.data->bytes.data() + i * dtype_size(dtype);
-  switch (dtype) {
-    case DType::f32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case DType::f64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-    case DType::f16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 31, man = h & 1023;
-      double v;
-      if (exp == 0)
-        v = std::ldexp(static_cast<double>(man), -24);
-      else if (exp == 31)
-        v = man ? NAN : INFINITY;
-      else
-        v = std::ldexp(static_cast<double>(man | 1024), static_cast<int>(exp) - 25);
-      return sign ? -v : v;
-    }
-    case DType::bf16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      uint32_t bits = static_cast<uint32_t>(h) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
-    case DType::i8:
-      return static_cast<int8_t>(*p);
-    case DType::i32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case DType::i64: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<double>(v);
-    }
-    case DType::boolean:
-      return *p ? 1.0 : 0.0;
-  }
-  return 0;
+  return decode_element(dtype, attrs.data->bytes.data() + i * dtype_size(dtype));
 }
 
 NodePtr make_node(Op op, DType dtype, Shape shape, std::vector<NodePtr> inputs, Attrs attrs,

@@ -52,6 +52,23 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
   return st;
 }
 
+bool is_unit_reshape(const Shape& out, const Shape& in,
+                     std::vector<std::pair<size_t, size_t>>* pairs) {
+  auto is_one = [](const Dim& d) { return !d.is_symbolic() && d.value == 1; };
+  std::vector<std::pair<size_t, size_t>> found;
+  size_t j = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (is_one(out[i])) continue;
+    while (j < in.size() && is_one(in[j])) ++j;
+    if (j == in.size() || in[j] != out[i]) return false;
+    found.emplace_back(i, j++);
+  }
+  while (j < in.size() && is_one(in[j])) ++j;
+  if (j != in.size()) return false;
+  if (pairs) *pairs = std::move(found);
+  return true;
+}
+
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape& out) {
   size_t n = std::max(a.size(), b.size());
   out.assign(n, Dim::concrete(1));

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::ir {
@@ -27,6 +28,11 @@ bool is_concrete(const Shape& s);
 int64_t numel(const Shape& s);  // requires a concrete shape
 std::string shape_str(const Shape& s);
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
+
+// Whether reshaping `in` to `out` only inserts or drops size-1 dims (so indexing stays per dim);
+// if so and `pairs` is given, it receives the (out dim, in dim) pairs of the other dims, in order.
+bool is_unit_reshape(const Shape& out, const Shape& in,
+                     std::vector<std::pair<size_t, size_t>>* pairs = nullptr);
 
 // numpy broadcasting of two shapes; returns false when they do not broadcast.
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape& out);

@@ -30,7 +30,6 @@ struct Function::State {
     std::shared_ptr<Executable> exe;
   };
   std::unordered_map<uint64_t, std::vector<Variant>> table;  // by signature hash
-  int64_t variants = 0;
   std::mutex inflight_mu;
   std::unordered_map<Signature, std::shared_future<std::shared_ptr<Executable>>, SignatureHash>
       inflight;
@@ -141,7 +140,6 @@ std::shared_ptr<Executable> compile_variant(Function::State& s, const Signature&
     {
       std::unique_lock<std::shared_mutex> lock(s.table_mu);
       s.table[sig.hash].push_back({sig, exe});
-      ++s.variants;
     }
     {
       std::lock_guard<std::mutex> lock(s.inflight_mu);
@@ -247,7 +245,7 @@ Stats Function::stats() const {
   st.fallbacks = s.fallbacks.load();
   {
     std::shared_lock<std::shared_mutex> lock(s.table_mu);
-    st.variants = s.variants;
+    for (const auto& [hash, bucket] : s.table) st.variants += static_cast<int64_t>(bucket.size());
   }
   std::lock_guard<std::mutex> lock(s.stats_mu);
   st.backend_kernels = s.backend_kernels;

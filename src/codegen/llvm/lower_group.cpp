@@ -345,17 +345,10 @@ class Emitter {
       case Op::Reshape: {
         // Dims of size 1 carry no index: match the non-1 dims when they agree (a pure
         // insert/drop of unit dims), otherwise go through the linear index.
-        std::vector<size_t> out_nz, in_nz;
-        for (size_t i = 0; i < n.shape.size(); ++i)
-          if (n.shape[i].value != 1) out_nz.push_back(i);
-        for (size_t i = 0; i < in.shape.size(); ++i)
-          if (in.shape[i].value != 1) in_nz.push_back(i);
-        bool unit = out_nz.size() == in_nz.size();
-        for (size_t k = 0; unit && k < out_nz.size(); ++k)
-          unit = n.shape[out_nz[k]] == in.shape[in_nz[k]];
-        for (auto& v : r) v = b_.getInt64(0);
-        if (unit) {
-          for (size_t k = 0; k < out_nz.size(); ++k) r[in_nz[k]] = idx[out_nz[k]];
+        std::vector<std::pair<size_t, size_t>> pairs;
+        if (ir::is_unit_reshape(n.shape, in.shape, &pairs)) {
+          for (auto& v : r) v = b_.getInt64(0);
+          for (auto [o, i] : pairs) r[i] = idx[o];
           return r;
         }
         Value* lin = linearize(idx, ir::concrete_dims(n.shape));

@@ -62,16 +62,9 @@ bool resolve_view(const Node* n, const std::unordered_map<const Node*, int>& lea
         }
         break;
       case Op::Reshape: {
-        std::vector<size_t> a, b;
-        for (size_t i = 0; i < cur->shape.size(); ++i)
-          if (cur->shape[i].value != 1) a.push_back(i);
-        for (size_t i = 0; i < in.shape.size(); ++i)
-          if (in.shape[i].value != 1) b.push_back(i);
-        if (a.size() != b.size()) return false;
-        for (size_t k = 0; k < a.size(); ++k) {
-          if (cur->shape[a[k]] != in.shape[b[k]]) return false;
-          remap[a[k]] = static_cast<int>(b[k]);
-        }
+        std::vector<std::pair<size_t, size_t>> pairs;
+        if (!ir::is_unit_reshape(cur->shape, in.shape, &pairs)) return false;
+        for (auto [o, i] : pairs) remap[o] = static_cast<int>(i);
         break;
       }
       default:
@@ -152,9 +145,16 @@ const Node* strip_scalar(const Node* n, double* value) {
   return c;
 }
 
-// Matches root = [residual +] act([bias +] [scale *] contraction); returns "" or why not.
-std::string match(const ir::FusionGroup& g, const std::unordered_map<const Node*, int>& leaf_index,
-                  const std::vector<LeafLayout>& layouts, Plan& p) {
+// Why a group does not match; `epilogue` means the GEMM itself would be fine without its epilogue.
+struct Mismatch {
+  enum class Kind : uint8_t { none, epilogue, operand };
+  Kind kind = Kind::none;
+  std::string why;
+};
+
+// Matches root = [residual +] act([bias +] [scale *] contraction).
+Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, int>& leaf_index,
+               const std::vector<LeafLayout>& layouts, Plan& p) {
   const Node* mm = g.contraction.get();
   const Node* cur = g.root.get();
   auto dense_leaf_of_shape = [&](const Node* n, const ir::Shape& shape, OperandView& v) {
@@ -232,14 +232,14 @@ std::string match(const ir::FusionGroup& g, const std::unordered_map<const Node*
     }
   }
   if (cur != mm)
-    return "epilogue op " + std::string(ir::op_name(cur->op)) +
-           " is not of the form act(scale * A@B + bias) + residual";
+    return {Mismatch::Kind::epilogue, "epilogue op " + std::string(ir::op_name(cur->op)) +
+                                          " is not of the form act(scale * A@B + bias) + residual"};
   if (!resolve_view(mm->inputs[0].get(), leaf_index, p.a) ||
       !resolve_view(mm->inputs[1].get(), leaf_index, p.b))
-    return "an operand is not a strided view of a buffer";
+    return {Mismatch::Kind::operand, "an operand is not a strided view of a buffer"};
   p.out_dims = ir::concrete_dims(mm->shape);
   p.K = mm->inputs[0]->shape.back().value;
-  return "";
+  return {};
 }
 
 class X86Kernel : public CompiledKernel {
@@ -248,14 +248,23 @@ class X86Kernel : public CompiledKernel {
   std::vector<LeafStrides> leaves;
   std::shared_ptr<const x86::PackedB> packed;  // constant B packed at compile time
   std::shared_ptr<const ir::ConstantData> packed_source;
+  // Operand addressing resolved at compile time; only operands of strided inputs are resolved
+  // per call (the common dense case allocates nothing on the call path).
+  Resolved a_fixed, b_fixed;
+  int64_t bias_offset = 0;  // bias leaves are dense (the matcher requires it)
 
   void launch(void* const* bufs, const int64_t* strides, const Schedule&,
               ThreadPool& pool) const override {
     const Plan& p = plan;
     size_t nd = p.out_dims.size(), nb = nd - 2;
     int64_t M = p.out_dims[nb], N = p.out_dims[nb + 1];
-    Resolved a = resolve(p.a, leaves[p.a.leaf], strides);
-    Resolved b = resolve(p.b, leaves[p.b.leaf], strides);
+    const LeafStrides& la = leaves[p.a.leaf];
+    const LeafStrides& lb = leaves[p.b.leaf];
+    Resolved a_runtime, b_runtime;
+    if (la.runtime) a_runtime = resolve(p.a, la, strides);
+    if (lb.runtime) b_runtime = resolve(p.b, lb, strides);
+    const Resolved& a = la.runtime ? a_runtime : a_fixed;  // both lvalues: no copy
+    const Resolved& b = lb.runtime ? b_runtime : b_fixed;
     auto ptr = [&](int leaf, int64_t off) { return static_cast<const float*>(bufs[leaf]) + off; };
     float* c = static_cast<float*>(bufs[leaves.size()]);
     x86::GemmProblem gp;
@@ -268,8 +277,7 @@ class X86Kernel : public CompiledKernel {
     gp.ldc = N;
     gp.epi.scale = plan.scale;
     gp.epi.act = plan.act;
-    if (p.has_bias)
-      gp.epi.bias = ptr(p.bias.leaf, resolve(p.bias, leaves[p.bias.leaf], strides).offset);
+    if (p.has_bias) gp.epi.bias = ptr(p.bias.leaf, bias_offset);
     if (p.has_residual) {
       gp.epi.residual = ptr(p.residual.leaf, 0);
       gp.epi.ld_residual = N;
@@ -329,11 +337,11 @@ class X86Backend : public Backend {
         return false;
       }
     Plan p;
-    std::string m = match(g, index_of(g), layouts, p);
-    if (!m.empty()) {
-      *why = m;
+    Mismatch m = match(g, index_of(g), layouts, p);
+    if (m.kind != Mismatch::Kind::none) {
+      *why = m.why;
       // The GEMM itself is fine when only the epilogue is not of our form.
-      decline->take_bare_contraction = g.root != g.contraction && m.rfind("epilogue", 0) == 0;
+      decline->take_bare_contraction = m.kind == Mismatch::Kind::epilogue;
       return false;
     }
     return true;
@@ -344,8 +352,8 @@ class X86Backend : public Backend {
     auto t0 = std::chrono::steady_clock::now();
     const ir::FusionGroup& g = *req.group;
     auto k = std::make_shared<X86Kernel>();
-    std::string m = match(g, index_of(g), req.layouts, k->plan);
-    KILN_CHECK(m.empty()) << m;
+    Mismatch m = match(g, index_of(g), req.layouts, k->plan);
+    KILN_CHECK(m.kind == Mismatch::Kind::none) << m.why;
     for (size_t j = 0; j < g.leaves.size(); ++j) {
       LeafStrides ls;
       ls.runtime = req.layouts[j].runtime_strides;
@@ -355,12 +363,15 @@ class X86Backend : public Backend {
     }
     const Plan& p = k->plan;
     size_t nb = p.out_dims.size() - 2;
+    k->a_fixed = resolve(p.a, k->leaves[p.a.leaf], nullptr);
+    k->b_fixed = resolve(p.b, k->leaves[p.b.leaf], nullptr);
+    if (p.has_bias) k->bias_offset = resolve(p.bias, k->leaves[p.bias.leaf], nullptr).offset;
     const Node& bleaf = *g.leaves[p.b.leaf];
     // A constant weight shared by every batch is packed once, now.
     bool b_broadcast = true;
     for (size_t d = 0; d < nb; ++d) b_broadcast = b_broadcast && p.b.dim[d] < 0;
     if (bleaf.op == Op::Constant && nb == 0 && b_broadcast) {
-      Resolved b = resolve(p.b, k->leaves[p.b.leaf], nullptr);
+      const Resolved& b = k->b_fixed;
       const float* data = reinterpret_cast<const float*>(bleaf.attrs.data->bytes.data()) + b.offset;
       k->packed = x86::pack_b({data, b.stride[nb], b.stride[nb + 1]}, p.K, p.out_dims[nb + 1]);
       k->packed_source = bleaf.attrs.data;
@@ -370,10 +381,8 @@ class X86Backend : public Backend {
     lp.M = p.out_dims[nb];
     lp.N = p.out_dims[nb + 1];
     lp.K = p.K;
-    Resolved a = resolve(p.a, k->leaves[p.a.leaf], nullptr);
-    Resolved b = resolve(p.b, k->leaves[p.b.leaf], nullptr);
-    lp.a = {nullptr, a.stride[nb], a.stride[nb + 1]};
-    lp.b = {nullptr, b.stride[nb], b.stride[nb + 1]};
+    lp.a = {nullptr, k->a_fixed.stride[nb], k->a_fixed.stride[nb + 1]};
+    lp.b = {nullptr, k->b_fixed.stride[nb], k->b_fixed.stride[nb + 1]};
     lp.ldc = lp.N;
     lp.epi.act = p.act;
     lp.epi.scale = p.scale;
@@ -391,7 +400,9 @@ class X86Backend : public Backend {
     for (const auto& n : g.nodes) k->ops.emplace_back(ir::op_name(n->op));
     k->compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    (void)artifact;  // kernels are generated at first use in well under a millisecond; not cached
+    // No artifact: the asmjit kernels this launches are cached on disk by the x86 kernel registry
+    // itself (keyed by their descriptors), so the backend keeps no entries of its own.
+    (void)artifact;
     return k;
   }
 

@@ -7,7 +7,6 @@
 
 #include "ir/builder.h"
 #include "ir/interpreter.h"
-#include "support/half.h"
 #include "support/log.h"
 
 #include <kiln/errors.h>
@@ -24,45 +23,12 @@ constexpr int64_t kMaxFoldedElements = 65536;
 // An input broadcast this large is not materialized to fold a (small) reduction of it.
 constexpr int64_t kMaxMaterializedElements = int64_t{1} << 20;
 
-template <typename T>
-void put(std::vector<uint8_t>& bytes, size_t i, T v) {
-  std::memcpy(bytes.data() + i * sizeof(T), &v, sizeof(T));
-}
-
 // Values as the bytes of a Constant of `dtype` (rounded or wrapped as the interpreter does).
 std::vector<uint8_t> to_bytes(const std::vector<double>& values, DType dtype) {
-  const size_t n = values.size();
-  std::vector<uint8_t> bytes(n * dtype_size(dtype));
-  for (size_t i = 0; i < n; ++i) {
-    const double v = round_to_dtype(values[i], dtype);
-    const bool finite = std::isfinite(v);
-    switch (dtype) {
-      case DType::f32:
-        put(bytes, i, static_cast<float>(v));
-        break;
-      case DType::f64:
-        put(bytes, i, v);
-        break;
-      case DType::f16:
-        put(bytes, i, double_to_f16_bits(v));
-        break;
-      case DType::bf16:
-        put(bytes, i, double_to_bf16_bits(v));
-        break;
-      case DType::i8:
-        put(bytes, i, static_cast<int8_t>(finite ? v : 0));
-        break;
-      case DType::i32:
-        put(bytes, i, static_cast<int32_t>(finite ? v : 0));
-        break;
-      case DType::i64:
-        put(bytes, i, static_cast<int64_t>(finite ? v : 0));
-        break;
-      case DType::boolean:
-        bytes[i] = v != 0 ? 1 : 0;
-        break;
-    }
-  }
+  const size_t size = dtype_size(dtype);
+  std::vector<uint8_t> bytes(values.size() * size);
+  for (size_t i = 0; i < values.size(); ++i)
+    encode_element(dtype, values[i], bytes.data() + i * size);
   return bytes;
 }
 

@@ -36,14 +36,8 @@ namespace {
 // Views a matmul/conv kernel can read through with affine addressing.
 bool is_affine_view(const Node& n) {
   if (n.op == Op::Permute || n.op == Op::Expand || n.op == Op::Slice) return true;
-  if (n.op != Op::Reshape) return false;
   // Only reshapes that insert or drop size-1 dims keep addressing affine per dim.
-  std::vector<Dim> a, b;
-  for (const Dim& d : n.inputs[0]->shape)
-    if (d.is_symbolic() || d.value != 1) a.push_back(d);
-  for (const Dim& d : n.shape)
-    if (d.is_symbolic() || d.value != 1) b.push_back(d);
-  return a == b;
+  return n.op == Op::Reshape && is_unit_reshape(n.shape, n.inputs[0]->shape);
 }
 
 Shape kept_shape(const Shape& domain, const std::vector<int64_t>& axes, bool keepdims) {
