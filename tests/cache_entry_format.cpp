@@ -28,7 +28,8 @@ ParseStatus parse(const std::vector<uint8_t>& bytes) {
 }  // namespace
 
 TEST_CASE("entry format round trips every payload kind", "[cache][format]") {
-  for (PayloadKind kind : {PayloadKind::llvm_object, PayloadKind::x86_blob, PayloadKind::cubin}) {
+  for (PayloadKind kind : {PayloadKind::llvm_object, PayloadKind::x86_blob, PayloadKind::cubin,
+                           PayloadKind::shape_decisions}) {
     for (size_t size : {size_t{0}, size_t{1}, size_t{4097}}) {
       std::vector<uint8_t> payload = payload_for(static_cast<int>(size), size);
       std::string manifest = "graph: abc\nsignature: f32[4]\n";
@@ -62,7 +63,7 @@ TEST_CASE("entry parser refuses malformed headers", "[cache][format]") {
     CHECK(parse(reseal(b)) == ParseStatus::wrong_version);
   }
   SECTION("unknown kind") {
-    for (uint8_t k : {uint8_t{0}, uint8_t{4}, uint8_t{255}}) {
+    for (uint8_t k : {uint8_t{0}, uint8_t{5}, uint8_t{255}}) {
       auto b = good;
       b[12] = k;
       CHECK(parse(reseal(b)) == ParseStatus::bad_kind);

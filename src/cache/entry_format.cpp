@@ -40,7 +40,7 @@ void checksum(const uint8_t* data, size_t size, uint8_t out[kEntryChecksumBytes]
 
 }  // namespace
 
-bool is_valid_payload_kind(uint8_t kind) { return kind >= 1 && kind <= 3; }
+bool is_valid_payload_kind(uint8_t kind) { return kind >= 1 && kind <= 4; }
 
 const char* payload_kind_name(PayloadKind kind) {
   switch (kind) {
@@ -50,6 +50,8 @@ const char* payload_kind_name(PayloadKind kind) {
       return "x86_blob";
     case PayloadKind::cubin:
       return "cubin";
+    case PayloadKind::shape_decisions:
+      return "shape_decisions";
   }
   return "unknown";
 }

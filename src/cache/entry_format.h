@@ -13,7 +13,8 @@
 namespace kiln::cache {
 
 // What the payload is, and so who may consume it. Values are stored on disk: never renumber.
-enum class PayloadKind : uint8_t { llvm_object = 1, x86_blob = 2, cubin = 3 };
+// shape_decisions: which dims of a function's arguments a process settled on making symbolic.
+enum class PayloadKind : uint8_t { llvm_object = 1, x86_blob = 2, cubin = 3, shape_decisions = 4 };
 
 // Bumping the version invalidates every entry: it is checked in the header, and it names the
 // directory entries live in (<dir>/v<version>/...), so old entries are never even opened.

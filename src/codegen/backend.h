@@ -27,6 +27,7 @@ struct KernelRequest {
   DType out_storage = DType::f32;   // the dtype the output buffer holds
   std::string name;                 // readable kernel name
   bool keep_text = false;           // keep IR and assembly (inspect, KILN_DUMP)
+  ir::SymbolFacts facts;            // what the kernel may assume of the symbols' extents
 };
 
 // What a backend's cached bytes are (the disk cache's payload kinds).

@@ -15,7 +15,7 @@ class ThreadPool;
 
 // bufs: one pointer per leaf of the fused group (element 0 of each), then the output buffer.
 // strides: runtime strides (in elements) of the leaves whose layout is not known at compile time.
-// dims: runtime extents of symbolic dims (unused while every dim is exact).
+// dims: run-time extents of the symbolic dims, by symbol id (nullptr when every dim is exact).
 // [begin, end): the slice of the kernel's parallel extent this call computes.
 using KernelFn = void (*)(void* const* bufs, const int64_t* strides, const int64_t* dims,
                           int64_t begin, int64_t end);
@@ -25,8 +25,8 @@ class CompiledKernel {
   virtual ~CompiledKernel() = default;
   // Runs the kernel over its schedule: by default fn over [0, extent) split across the pool.
   // Kernels that parallelize themselves (the x86 GEMM driver) override it.
-  virtual void launch(void* const* bufs, const int64_t* strides, const Schedule& sched,
-                      ThreadPool& pool) const;
+  virtual void launch(void* const* bufs, const int64_t* strides, const int64_t* dims,
+                      const Schedule& sched, ThreadPool& pool) const;
   KernelFn fn = nullptr;
   std::string name;
   std::string backend;   // "llvm", "x86", "cuda"

@@ -9,45 +9,49 @@ namespace {
 constexpr int64_t kWorkPerChunk = int64_t{1} << 16;
 }  // namespace
 
-Schedule schedule_for(const ir::FusionGroup& g) {
-  Schedule s;
+ScheduleSpec schedule_spec_for(const ir::FusionGroup& g) {
+  ScheduleSpec s;
   const auto& root = g.root->shape;
+  s.root = root;
   switch (g.kind) {
     case ir::GroupKind::elementwise:
-      s.extent = ir::numel(root);
-      s.grain = kWorkPerChunk / 4;
+      s.extent = root;
+      s.divisor = 4;
       break;
-    case ir::GroupKind::row_reduce: {
-      int64_t outer = 1, inner = 1;
+    case ir::GroupKind::row_reduce:
       for (int64_t i = 0; i < static_cast<int64_t>(g.domain.size()); ++i) {
         bool red = std::binary_search(g.reduce_axes.begin(), g.reduce_axes.end(), i);
-        (red ? inner : outer) *= g.domain[i].value;
+        (red ? s.unit_work : s.extent).push_back(g.domain[i]);
       }
-      s.extent = inner == 0 && !g.root_is_outer ? 0 : outer;
-      s.grain = std::max<int64_t>(1, kWorkPerChunk / std::max<int64_t>(1, inner));
       break;
-    }
-    case ir::GroupKind::matmul: {
-      int64_t n = root.back().value;
-      int64_t m = root[root.size() - 2].value;
-      int64_t batch = ir::numel(root) / std::max<int64_t>(1, m * n);
-      if (m * n == 0) batch = 0;
-      int64_t k = g.contraction->inputs[0]->shape.back().value;
-      s.extent = batch * m;
-      s.grain =
-          std::max<int64_t>(1, kWorkPerChunk / std::max<int64_t>(1, n * std::max<int64_t>(k, 1)));
+    case ir::GroupKind::matmul:
+      // Units are output rows: every dim but the last; each costs N * K.
+      s.extent.assign(root.begin(), root.end() - 1);
+      s.unit_work = {root.back(), g.contraction->inputs[0]->shape.back()};
       break;
-    }
     case ir::GroupKind::conv2d: {
-      s.extent = root[0].value * root[1].value;
       const auto& w = g.contraction->inputs[1]->shape;
-      int64_t per = root[2].value * root[3].value * w[1].value * w[2].value * w[3].value;
-      s.grain = std::max<int64_t>(1, kWorkPerChunk / std::max<int64_t>(1, per));
+      s.extent = {root[0], root[1]};
+      s.unit_work = {root[2], root[3], w[1], w[2], w[3]};
       break;
     }
   }
-  if (ir::numel(root) == 0) s.extent = 0;
+  s.symbolic = !ir::is_concrete(s.extent) || !ir::is_concrete(s.unit_work) ||
+               !ir::is_concrete(s.root);
   return s;
 }
+
+Schedule ScheduleSpec::eval(const int64_t* dims) const {
+  Schedule s;
+  s.extent = 1;
+  for (const ir::Dim& d : extent) s.extent *= ir::dim_value(d, dims);
+  int64_t unit = 1;
+  for (const ir::Dim& d : unit_work) unit *= std::max<int64_t>(1, ir::dim_value(d, dims));
+  s.grain = std::max<int64_t>(1, kWorkPerChunk / divisor / unit);
+  if (ir::numel(root, dims) == 0) s.extent = 0;
+  return s;
+}
+
+Schedule schedule_for(const ir::FusionGroup& g) { return schedule_spec_for(g).eval(nullptr); }
 
 }  // namespace kiln

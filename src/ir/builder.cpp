@@ -232,7 +232,15 @@ NodePtr make_expand(NodePtr x, Shape shape) {
 
 NodePtr make_reshape(NodePtr x, Shape shape) {
   if (x->shape == shape) return x;
-  KILN_CHECK(is_concrete(x->shape) && is_concrete(shape)) << "symbolic reshape";
+  if (!is_concrete(x->shape) || !is_concrete(shape)) {
+    // With symbolic dims, only reshapes that keep every symbol as a dim of its own and regroup
+    // the concrete dims are expressible (no symbolic products).
+    if (symbols_of(x->shape) != symbols_of(shape) ||
+        concrete_product(x->shape) != concrete_product(shape))
+      shape_error("reshape: cannot reshape " + shape_str(x->shape) + " to " + shape_str(shape) +
+                  " with symbolic dims (a symbolic dim must stay a dim of its own)");
+    return make_node(Op::Reshape, x->dtype, std::move(shape), {x});
+  }
   if (numel(x->shape) != numel(shape))
     shape_error("reshape: cannot reshape " + shape_str(x->shape) + " (" +
                 std::to_string(numel(x->shape)) + " elements) to " + shape_str(shape));
@@ -269,6 +277,14 @@ NodePtr make_slice(NodePtr x, std::vector<int64_t> starts, std::vector<int64_t> 
   bool identity = true;
   for (size_t i = 0; i < starts.size(); ++i) {
     KILN_CHECK(steps[i] != 0);
+    if (x->shape[i].is_symbolic() || shape[i].is_symbolic()) {
+      // A symbolic dim is sliced whole, or at one index below 2 (its guards keep it >= 2).
+      bool whole = shape[i] == x->shape[i] && starts[i] == 0 && steps[i] == 1;
+      bool one = is_one(shape[i]) && starts[i] >= 0 && starts[i] < 2;
+      KILN_CHECK(whole || one) << "slice of symbolic dim " << i;
+      identity = identity && whole;
+      continue;
+    }
     const int64_t ext = x->shape[i].value, n = shape[i].value;
     if (n > 0) {
       int64_t last = starts[i] + (n - 1) * steps[i];

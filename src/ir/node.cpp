@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace kiln::ir {
@@ -165,5 +166,36 @@ LocScope::LocScope(std::string loc) : saved_(std::move(tls_loc)) { tls_loc = std
 LocScope::~LocScope() { tls_loc = std::move(saved_); }
 const std::string& current_loc() { return tls_loc; }
 void set_current_loc(std::string loc) { tls_loc = std::move(loc); }
+
+}  // namespace kiln::ir
+
+namespace kiln::ir {
+
+uint64_t Graph::shape_free_hash() const {
+  std::vector<NodePtr> order = topo_order();
+  std::unordered_map<const Node*, uint64_t> index;
+  Hasher h;
+  h.add(inputs.size());
+  for (const NodePtr& n : order) {
+    index.emplace(n.get(), index.size());
+    h.add(n->op);
+    h.add(n->dtype);
+    h.add(n->tag);
+    h.add(n->shape.size());
+    h.add(n->inputs.size());
+    for (const NodePtr& in : n->inputs) h.add(index.at(in.get()));
+    const Attrs& a = n->attrs;
+    h.add(a.arg);
+    h.add(a.axis);
+    h.add_vec(a.perm);
+    h.add_vec(a.axes);
+    h.add_vec(a.starts);
+    h.add_vec(a.steps);
+    if (a.data) h.add(a.data->hash);
+  }
+  h.add(outputs.size());
+  for (const NodePtr& n : outputs) h.add(index.at(n.get()));
+  return h.digest();
+}
 
 }  // namespace kiln::ir

@@ -89,6 +89,9 @@ struct Graph {
   // Every node reachable from the outputs, inputs before users.
   std::vector<NodePtr> topo_order() const;
   uint64_t structural_hash() const;
+  // The program without its extents: ops, dtypes, ranks, attributes and constants (what stays
+  // the same when the same function is traced at other shapes).
+  uint64_t shape_free_hash() const;
 };
 
 // The source location recorded on nodes created on this thread (set by the tracing front ends).

@@ -2,6 +2,8 @@
 
 #include "support/check.h"
 
+#include <algorithm>
+
 namespace kiln::ir {
 
 Shape concrete_shape(const std::vector<int64_t>& dims) {
@@ -33,6 +35,34 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
+int64_t numel(const Shape& s, const int64_t* dims) {
+  int64_t n = 1;
+  for (const Dim& d : s) n *= dim_value(d, dims);
+  return n;
+}
+
+std::vector<int64_t> resolve_dims(const Shape& s, const int64_t* dims) {
+  std::vector<int64_t> r;
+  r.reserve(s.size());
+  for (const Dim& d : s) r.push_back(dim_value(d, dims));
+  return r;
+}
+
+int64_t concrete_product(const Shape& s) {
+  int64_t n = 1;
+  for (const Dim& d : s)
+    if (!d.is_symbolic()) n *= d.value;
+  return n;
+}
+
+std::vector<int32_t> symbols_of(const Shape& s) {
+  std::vector<int32_t> r;
+  for (const Dim& d : s)
+    if (d.is_symbolic()) r.push_back(d.sym);
+  std::sort(r.begin(), r.end());
+  return r;
+}
+
 std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {
@@ -54,7 +84,6 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
 
 bool is_unit_reshape(const Shape& out, const Shape& in,
                      std::vector<std::pair<size_t, size_t>>* pairs) {
-  auto is_one = [](const Dim& d) { return !d.is_symbolic() && d.value == 1; };
   std::vector<std::pair<size_t, size_t>> found;
   size_t j = 0;
   for (size_t i = 0; i < out.size(); ++i) {

@@ -26,6 +26,27 @@ Shape concrete_shape(const std::vector<int64_t>& dims);
 std::vector<int64_t> concrete_dims(const Shape& s);  // symbolic dims give -1
 bool is_concrete(const Shape& s);
 int64_t numel(const Shape& s);  // requires a concrete shape
+inline bool is_one(const Dim& d) { return !d.is_symbolic() && d.value == 1; }
+
+// Symbolic dims (dynamic shapes). A variant binds each symbol to a run-time extent that its guards
+// keep >= 2 (0 and 1 take exact variants, so a symbol never broadcasts and is never empty), and
+// may also know the extent to be a multiple of kSymbolMultiple (the vector width in float32s).
+inline constexpr int64_t kSymbolMultiple = 16;
+struct SymbolFact {
+  bool multiple = false;  // extent % kSymbolMultiple == 0
+  bool operator==(const SymbolFact& o) const { return multiple == o.multiple; }
+};
+using SymbolFacts = std::vector<SymbolFact>;  // by symbol id
+
+// The extent of `d` given the run-time extents of the symbols (dims[sym]).
+inline int64_t dim_value(const Dim& d, const int64_t* dims) {
+  return d.is_symbolic() ? dims[d.sym] : d.value;
+}
+int64_t numel(const Shape& s, const int64_t* dims);
+std::vector<int64_t> resolve_dims(const Shape& s, const int64_t* dims);
+// The product of the concrete dims, and the symbols (sorted), of a shape.
+int64_t concrete_product(const Shape& s);
+std::vector<int32_t> symbols_of(const Shape& s);
 std::string shape_str(const Shape& s);
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
 

@@ -122,6 +122,27 @@ Tensor Tensor::index(const std::vector<Index>& idx, Loc loc) const {
       final_shape.push_back(ir::Dim::concrete(1));
       continue;
     }
+    if (x->shape[d].is_symbolic()) {
+      // Guards keep a symbolic extent >= 2: indices 0 and 1 and the whole dim are expressible.
+      bool whole = i.kind == Index::Kind::slice && i.start.value_or(0) == 0 && !i.stop &&
+                   i.step.value_or(1) == 1;
+      if (i.kind == Index::Kind::integer && (i.value == 0 || i.value == 1)) {
+        starts[d] = i.value;
+        steps[d] = 1;
+        sliced[d] = ir::Dim::concrete(1);
+      } else if (whole) {
+        starts[d] = 0;
+        steps[d] = 1;
+        sliced[d] = x->shape[d];
+        final_shape.push_back(sliced[d]);
+      } else {
+        throw ShapeError("index: axis " + std::to_string(d) + " of shape " +
+                         ir::shape_str(x->shape) +
+                         " is symbolic; only the whole axis or index 0 or 1 can be taken");
+      }
+      ++d;
+      continue;
+    }
     int64_t ext = x->shape[d].value;
     if (i.kind == Index::Kind::integer) {
       int64_t v = i.value < 0 ? i.value + ext : i.value;
@@ -299,7 +320,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Conv2dParams
 Tensor reshape(const Tensor& x, std::vector<int64_t> shape, Loc loc) {
   CallerLoc l(loc);
   const NodePtr& n = node_of(x, "reshape");
-  int64_t total = ir::numel(n->shape), known = 1, infer = -1;
+  int64_t known = 1, infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       if (infer >= 0) throw ShapeError("reshape: only one dim can be -1");
@@ -310,6 +331,18 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape, Loc loc) {
       known *= shape[i];
     }
   }
+  if (!ir::is_concrete(n->shape)) {
+    // A symbolic input: its one symbol becomes the -1 dim when the concrete dims regroup.
+    auto syms = ir::symbols_of(n->shape);
+    if (infer < 0 || syms.size() != 1 || known != ir::concrete_product(n->shape))
+      throw ShapeError("reshape: cannot reshape " + ir::shape_str(n->shape) +
+                       " with its symbolic dim; pass -1 where the symbolic dim goes and keep the "
+                       "other dims' product");
+    ir::Shape out = ir::concrete_shape(shape);
+    out[infer] = ir::Dim::symbol(syms[0]);
+    return wrap(ir::make_reshape(n, std::move(out)));
+  }
+  int64_t total = ir::numel(n->shape);
   if (infer >= 0) {
     if (known == 0 || total % known != 0)
       throw ShapeError("reshape: cannot reshape " + ir::shape_str(n->shape) +
@@ -327,7 +360,20 @@ Tensor transpose(const Tensor& x, std::vector<int64_t> perm, Loc loc) {
 }
 Tensor broadcast_to(const Tensor& x, std::vector<int64_t> shape, Loc loc) {
   CallerLoc l(loc);
-  return wrap(ir::make_expand(node_of(x, "broadcast_to"), ir::concrete_shape(shape)));
+  const NodePtr& n = node_of(x, "broadcast_to");
+  ir::Shape target;
+  const size_t off = shape.size() >= n->shape.size() ? shape.size() - n->shape.size() : 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    // -1 stands for a symbolic dim of x (Python passes symbolic dims as -1).
+    if (shape[i] == -1 && i >= off && n->shape[i - off].is_symbolic()) {
+      target.push_back(n->shape[i - off]);
+    } else if (shape[i] < 0) {
+      throw ShapeError("broadcast_to: invalid dim " + std::to_string(shape[i]) + " in the shape");
+    } else {
+      target.push_back(ir::Dim::concrete(shape[i]));
+    }
+  }
+  return wrap(ir::make_expand(n, std::move(target)));
 }
 Tensor concatenate(const std::vector<Tensor>& xs, int axis, Loc loc) {
   CallerLoc l(loc);

@@ -13,6 +13,7 @@
 
 #include <kiln/errors.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -49,6 +50,25 @@ cache::CacheKey kernel_key(const Backend& be, const std::string& group_text) {
   return kb.finish();
 }
 
+// The facts a kernel may rely on about the symbols it uses (part of its key).
+std::string describe_facts(const ir::FusionGroup& g, const ir::SymbolFacts& facts) {
+  std::vector<int32_t> used;
+  auto note = [&](const ir::Shape& s) {
+    for (const ir::Dim& d : s)
+      if (d.is_symbolic()) used.push_back(d.sym);
+  };
+  for (const auto& n : g.nodes) note(n->shape);
+  for (const auto& n : g.leaves) note(n->shape);
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  std::string s;
+  for (int32_t sym : used) {
+    KILN_CHECK(sym < static_cast<int32_t>(facts.size())) << "symbol s" << sym << " has no facts";
+    s += " s" + std::to_string(sym) + (facts[sym].multiple ? ">=2%16" : ">=2");
+  }
+  return s.empty() ? s : " symbols:" + s;
+}
+
 KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
                         DType out_storage, const CompileRequest& req, int index,
                         const std::string& graph_text, CompileReport& report) {
@@ -77,7 +97,7 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
     throw CompileError("no backend in this build can compile a " +
                        std::string(ir::group_kind_name(g.kind)) +
                        " kernel (kiln was built without LLVM)");
-  std::string text = describe_group(g, layouts, out_storage);
+  std::string text = describe_group(g, layouts, out_storage) + describe_facts(g, req.guard->facts);
   cache::CacheKey key = kernel_key(*be, text);
   bool want_text = req.keep_text || !global_options().dump_dir.empty();
   KernelRequest kr;
@@ -87,6 +107,7 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
   kr.name = req.function_name + "_" + std::string(ir::group_kind_name(g.kind)) + "_" +
             std::to_string(index);
   kr.keep_text = want_text;
+  kr.facts = req.guard->facts;
   auto& mem = cache::MemoryCache::global();
   std::shared_ptr<CompiledKernel> k = mem.get(key);
   if (k && (!want_text || !k->asm_text.empty())) {
@@ -143,7 +164,7 @@ void override_key_field_for_testing(const std::string& field, const std::string&
 
 std::shared_ptr<Executable> compile_executable(const CompileRequest& req, CompileReport& report) {
   const ir::Graph& traced = *req.graph;
-  const Signature& sig = *req.signature;
+  const VariantGuard& guard = *req.guard;
   ir::Graph g = ir::run_pipeline(traced);
   auto exe = std::make_shared<Executable>();
   exe->graph_text = ir::print(g);
@@ -174,7 +195,7 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
         for (const auto& leaf : grp.leaves) {
           LeafLayout l;
           l.storage = storage_of(*leaf);
-          if (leaf->op == ir::Op::Input && !sig.args[leaf->attrs.arg].contiguous) {
+          if (leaf->op == ir::Op::Input && !guard.args[leaf->attrs.arg].contiguous) {
             l.runtime_strides = true;
             l.stride_offset = offset;
             offset += static_cast<int>(leaf->shape.size());
@@ -198,7 +219,8 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const ir::Node* o = g.outputs[i].get();
     OutputSpec spec;
-    spec.shape = ir::concrete_dims(o->shape);
+    spec.shape = o->shape;
+    exe->symbolic = exe->symbolic || !ir::is_concrete(o->shape);
     spec.dtype = o->dtype;
     auto it = slot_of.find(o);
     if (it != slot_of.end())
@@ -226,7 +248,8 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
     const ir::FusionGroup& grp = plan.groups[gi];
     Launch l;
     l.kernel = kernels[gi].kernel;
-    l.sched = schedule_for(grp);
+    l.spec = schedule_spec_for(grp);
+    if (!l.spec.symbolic) l.sched = l.spec.eval(nullptr);
     for (size_t j = 0; j < grp.leaves.size(); ++j) {
       l.slots.push_back(leaf_slot(grp.leaves[j]));
       if (layouts_per_group[gi][j].runtime_strides)
@@ -235,10 +258,16 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
     const ir::Node* root = grp.root.get();
     auto it = slot_of.find(root);
     if (it == slot_of.end()) {
-      int t = static_cast<int>(exe->temp_offsets.size());
-      exe->temp_offsets.push_back(exe->temp_bytes);
-      int64_t bytes = ir::numel(root->shape) * static_cast<int64_t>(dtype_size(storage_of(*root)));
-      exe->temp_bytes += (bytes + 63) / 64 * 64;
+      int t = static_cast<int>(exe->temp_shapes.size());
+      const auto elem = static_cast<int64_t>(dtype_size(storage_of(*root)));
+      exe->temp_shapes.push_back(root->shape);
+      exe->temp_elem_bytes.push_back(elem);
+      if (ir::is_concrete(root->shape)) {
+        exe->temp_offsets.push_back(exe->temp_bytes);
+        exe->temp_bytes += (ir::numel(root->shape) * elem + 63) / 64 * 64;
+      } else {
+        exe->symbolic = true;
+      }
       it = slot_of.emplace(root, BufferSlot{BufferSlot::Kind::temp, t}).first;
     }
     l.slots.push_back(it->second);

@@ -4,7 +4,7 @@
 
 #include "ir/node.h"
 #include "jit/executable.h"
-#include "jit/signature.h"
+#include "jit/variant_guard.h"
 
 #include <kiln/options.h>
 
@@ -25,7 +25,7 @@ struct CompileReport {
 
 struct CompileRequest {
   const ir::Graph* graph = nullptr;
-  const Signature* signature = nullptr;
+  const VariantGuard* guard = nullptr;  // the variant: layouts per argument, symbols' facts
   const Options* options = nullptr;
   std::string function_name;
   bool keep_text = false;  // inspect(): keep IR and assembly of every kernel

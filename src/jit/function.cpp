@@ -1,8 +1,13 @@
-// kiln::Function: dispatch by signature to a memoized Executable; on a miss, trace once,
-// compile once (concurrent callers of the same signature wait for that one compile), publish.
+// kiln::Function: dispatch to a memoized variant. A call is served by an exact variant (found by
+// the hash of its signature) or by the most specialized symbolic variant whose guards it passes;
+// on a miss the shape policy says which dims become symbols, and the variant is traced and
+// compiled once (concurrent callers of the same variant wait for that one compile).
+#include "cache/disk_cache.h"
+#include "cache/key.h"
 #include "ir/builder.h"
 #include "jit/compile.h"
 #include "jit/executable.h"
+#include "jit/shape_policy.h"
 #include "jit/signature.h"
 #include "jit/thread_pool.h"
 #include "support/log.h"
@@ -10,6 +15,7 @@
 #include <kiln/errors.h>
 #include <kiln/function.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -19,23 +25,31 @@
 namespace kiln {
 
 struct Function::State {
+  explicit State(const Options& o) : policy(o) {}
   TraceFn trace;
   int arity = 0;
   Options options;
   std::string name;
+  ShapePolicy policy;
 
   std::shared_mutex table_mu;
   struct Variant {
-    Signature sig;
+    VariantGuard guard;
     std::shared_ptr<Executable> exe;
   };
-  std::unordered_map<uint64_t, std::vector<Variant>> table;  // by signature hash
+  std::unordered_map<uint64_t, std::vector<std::pair<Signature, std::shared_ptr<Executable>>>>
+      exact;                       // exact variants, by signature hash
+  std::vector<Variant> symbolic;  // most specialized first
+  int64_t num_variants = 0;
   std::mutex inflight_mu;
-  std::unordered_map<Signature, std::shared_future<std::shared_ptr<Executable>>, SignatureHash>
-      inflight;
+  std::unordered_map<std::string, std::shared_future<std::shared_ptr<Executable>>> inflight;
+
+  // Shape decisions saved in the disk cache (automatic mode): restored before the first compile.
+  std::once_flag restore_once;
+  std::string decisions_key;  // empty: not persisted
 
   std::atomic<int64_t> calls{0}, compiles{0}, memory_hits{0}, kernel_memory_hits{0}, disk_hits{0},
-      fallbacks{0};
+      fallbacks{0}, variant_limit_hits{0};
   std::mutex stats_mu;
   std::map<std::string, int64_t> backend_kernels;
   std::vector<std::string> recompile_reasons, fallback_reasons;
@@ -52,12 +66,18 @@ void check_args(const Function::State& s, std::span<const Array> inputs) {
       throw Error(s.name + ": argument " + std::to_string(i) + " has no data (a null pointer)");
 }
 
-ir::Graph trace(Function::State& s, const Signature& sig) {
+VariantGuard exact_guard(std::span<const Array> args) {
+  VariantGuard g;
+  for (const Array& a : args)
+    g.args.push_back({a.dtype(), a.is_contiguous(), is_aligned64(a), ir::concrete_shape(a.shape())});
+  return g;
+}
+
+ir::Graph trace(Function::State& s, const VariantGuard& guard) {
   ir::Graph g;
   std::vector<Tensor> args;
-  for (size_t i = 0; i < sig.args.size(); ++i) {
-    auto in = ir::make_input(static_cast<int64_t>(i), sig.args[i].dtype,
-                             ir::concrete_shape(sig.args[i].shape));
+  for (size_t i = 0; i < guard.args.size(); ++i) {
+    auto in = ir::make_input(static_cast<int64_t>(i), guard.args[i].dtype, guard.args[i].dims);
     g.inputs.push_back(in);
     args.emplace_back(in);
   }
@@ -71,93 +91,241 @@ ir::Graph trace(Function::State& s, const Signature& sig) {
   return g;
 }
 
-std::shared_ptr<Executable> build(Function::State& s, const Signature& sig, bool keep_text,
+std::shared_ptr<Executable> build(Function::State& s, const VariantGuard& guard, bool keep_text,
                                   CompileReport& report) {
-  ir::Graph g = trace(s, sig);
+  ir::Graph g = trace(s, guard);
   CompileRequest req;
   req.graph = &g;
-  req.signature = &sig;
+  req.guard = &guard;
   req.options = &s.options;
   req.function_name = s.name;
   req.keep_text = keep_text;
   return compile_executable(req, report);
 }
 
-std::shared_ptr<Executable> find_variant(Function::State& s, uint64_t hash,
-                                         std::span<const Array> args) {
+std::shared_ptr<Executable> find_exact(Function::State& s, uint64_t hash,
+                                       std::span<const Array> args) {
   std::shared_lock<std::shared_mutex> lock(s.table_mu);
-  auto it = s.table.find(hash);
-  if (it == s.table.end()) return nullptr;
-  for (const auto& v : it->second)
-    if (matches(v.sig, args)) return v.exe;
+  auto it = s.exact.find(hash);
+  if (it == s.exact.end()) return nullptr;
+  for (const auto& [sig, exe] : it->second)
+    if (matches(sig, args)) return exe;
   return nullptr;
 }
 
-std::shared_ptr<Executable> find_variant(Function::State& s, const Signature& sig) {
+// The symbols' extents of the last symbolic hit on this thread (read by the run that follows).
+std::vector<int64_t>& bound_dims() {
+  thread_local std::vector<int64_t> dims;
+  return dims;
+}
+
+std::shared_ptr<Executable> find_symbolic(Function::State& s, std::span<const Array> args,
+                                          std::vector<int64_t>& dims) {
   std::shared_lock<std::shared_mutex> lock(s.table_mu);
-  auto it = s.table.find(sig.hash);
-  if (it == s.table.end()) return nullptr;
-  for (const auto& v : it->second)
-    if (v.sig == sig) return v.exe;
+  for (const auto& v : s.symbolic) {
+    if (dims.size() < static_cast<size_t>(v.guard.num_symbols()))
+      dims.resize(v.guard.num_symbols());
+    if (v.guard.bind(args, dims.data())) return v.exe;
+  }
   return nullptr;
 }
 
-std::shared_ptr<Executable> compile_variant(Function::State& s, const Signature& sig) {
+std::shared_ptr<Executable> find_compiled(Function::State& s, const VariantGuard& guard,
+                                          std::span<const Array> args) {
+  if (guard.is_exact()) return find_exact(s, exact_signature_hash(args), args);
+  std::shared_lock<std::shared_mutex> lock(s.table_mu);
+  for (const auto& v : s.symbolic)
+    if (v.guard == guard) return v.exe;
+  return nullptr;
+}
+
+void insert_variant(Function::State& s, const VariantGuard& guard, std::span<const Array> args,
+                    std::shared_ptr<Executable> exe) {
+  std::unique_lock<std::shared_mutex> lock(s.table_mu);
+  ++s.num_variants;
+  if (guard.is_exact()) {
+    Signature sig = exact_signature(args);
+    s.exact[sig.hash].emplace_back(std::move(sig), std::move(exe));
+    return;
+  }
+  auto at = std::find_if(s.symbolic.begin(), s.symbolic.end(), [&](const auto& v) {
+    return v.guard.specificity() < guard.specificity();
+  });
+  s.symbolic.insert(at, {guard, std::move(exe)});
+}
+
+// Restores the shape decisions an earlier process saved for this program (automatic mode with
+// the disk cache on). The program is identified by its shape-free structure, so the first call
+// traces once more at its exact shapes.
+void restore_decisions(Function::State& s, std::span<const Array> args) {
+  if (s.options.dynamic != DynamicMode::automatic || !s.options.cache) return;
+  cache::DiskCache& disk = cache::DiskCache::global();
+  if (!disk.enabled()) return;
+  uint64_t program = 0;
+  try {
+    program = trace(s, exact_guard(args)).shape_free_hash();
+  } catch (const Error&) {
+    return;  // the compile that follows reports the error
+  }
+  std::string ranks;
+  for (const Array& a : args)
+    ranks += std::string(dtype_name(a.dtype())) + std::to_string(a.shape().size()) + " ";
+  cache::KeyBuilder kb;
+  kb.add("kiln", KILN_VERSION).add("shape_decisions", s.name).add("args", ranks);
+  kb.add("program", static_cast<int64_t>(program));
+  cache::CacheKey key = kb.finish();
+  s.decisions_key = key.manifest();
+  if (auto payload = disk.load(key, cache::PayloadKind::shape_decisions)) {
+    std::string text(payload->begin(), payload->end());
+    s.policy.restore(text, args);
+    KILN_LOG_AT(info) << s.name << ": restored shape decisions from the disk cache";
+  }
+}
+
+void save_decisions(Function::State& s) {
+  if (s.decisions_key.empty()) return;
+  cache::DiskCache& disk = cache::DiskCache::global();
+  if (!disk.writable()) return;
+  std::vector<std::pair<std::string, std::string>> fields;
+  if (!cache::parse_manifest(s.decisions_key, fields)) return;
+  cache::KeyBuilder kb;
+  for (const auto& [name, value] : fields) kb.add(name, value);
+  std::string text = s.policy.settled();
+  disk.store(kb.finish(), cache::PayloadKind::shape_decisions,
+             std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+void record_compile(Function::State& s, const CompileReport& report, const std::string& reason) {
+  s.compiles.fetch_add(1);
+  s.kernel_memory_hits.fetch_add(report.memory_hits);
+  s.disk_hits.fetch_add(report.disk_hits);
+  std::lock_guard<std::mutex> lock(s.stats_mu);
+  s.recompile_reasons.push_back(reason);
+  for (const auto& b : report.backends) ++s.backend_kernels[b];
+  for (const auto& f : report.fallbacks) s.fallback_reasons.push_back(f);
+  s.fallbacks.fetch_add(static_cast<int64_t>(report.fallbacks.size()));
+  KILN_LOG_AT(info) << s.name << ": compiled (" << reason << "): " << report.kernels
+                    << " kernels (" << report.compiled << " compiled, " << report.memory_hits
+                    << " from memory, " << report.disk_hits << " from disk)";
+}
+
+// Compiles the variant `guard` once; concurrent callers of the same variant wait for it.
+std::shared_ptr<Executable> compile_variant(Function::State& s, const VariantGuard& guard,
+                                            std::span<const Array> args,
+                                            const std::string& reason) {
+  const std::string id = guard.str();
   std::promise<std::shared_ptr<Executable>> promise;
   std::shared_future<std::shared_ptr<Executable>> fut;
   bool owner = false;
   {
     std::lock_guard<std::mutex> lock(s.inflight_mu);
-    if (auto exe = find_variant(s, sig)) return exe;
-    auto it = s.inflight.find(sig);
+    if (auto exe = find_compiled(s, guard, args)) return exe;  // compiled while we decided
+    auto it = s.inflight.find(id);
     if (it != s.inflight.end()) {
       fut = it->second;
     } else {
       fut = promise.get_future().share();
-      s.inflight.emplace(sig, fut);
+      s.inflight.emplace(id, fut);
       owner = true;
     }
   }
   if (!owner) return fut.get();  // rethrows the owner's compile error
+  auto finish = [&] {
+    std::lock_guard<std::mutex> lock(s.inflight_mu);
+    s.inflight.erase(id);
+  };
   try {
     CompileReport report;
-    auto exe = build(s, sig, false, report);
-    s.compiles.fetch_add(1);
-    s.kernel_memory_hits.fetch_add(report.memory_hits);
-    s.disk_hits.fetch_add(report.disk_hits);
-    {
-      std::lock_guard<std::mutex> lock(s.stats_mu);
-      std::string reason =
-          s.compiles.load() == 1 ? "first call with " + sig.str() : "new signature " + sig.str();
-      s.recompile_reasons.push_back(reason);
-      for (const auto& b : report.backends) ++s.backend_kernels[b];
-      for (const auto& f : report.fallbacks) s.fallback_reasons.push_back(f);
-      s.fallbacks.fetch_add(static_cast<int64_t>(report.fallbacks.size()));
-      KILN_LOG_AT(info) << s.name << ": " << report.kernels << " kernels (" << report.compiled
-                        << " compiled, " << report.memory_hits << " from memory, "
-                        << report.disk_hits << " from disk) for " << reason;
-    }
-    {
-      std::unique_lock<std::shared_mutex> lock(s.table_mu);
-      s.table[sig.hash].push_back({sig, exe});
-    }
-    {
-      std::lock_guard<std::mutex> lock(s.inflight_mu);
-      s.inflight.erase(sig);
-    }
+    auto exe = build(s, guard, false, report);
+    record_compile(s, report, reason);
+    insert_variant(s, guard, args, exe);
+    finish();
     promise.set_value(exe);
     return exe;
   } catch (...) {
-    {
-      std::lock_guard<std::mutex> lock(s.inflight_mu);
-      s.inflight.erase(sig);
-    }
+    finish();
     promise.set_exception(std::current_exception());
     throw;
   }
 }
 
-void check_outputs(const Function::State& s, const Executable& exe, std::span<Array> outputs) {
+std::string call_str(std::span<const Array> args) {
+  return exact_guard(args).str();
+}
+
+struct Hit {
+  std::shared_ptr<Executable> exe;
+  const int64_t* dims = nullptr;
+};
+
+// A call no variant serves: the policy picks the variant to compile; a symbolic trace the program
+// cannot take pins its dims exact and compiles again.
+Hit compile_for(Function::State& s, std::span<const Array> args) {
+  std::call_once(s.restore_once, [&] { restore_decisions(s, args); });
+  int64_t variants;
+  {
+    std::shared_lock<std::shared_mutex> lock(s.table_mu);
+    variants = s.num_variants;
+  }
+  const bool at_bound = variants >= s.options.max_variants;
+  if (at_bound) {
+    s.variant_limit_hits.fetch_add(1);
+    KILN_LOG_AT(warn) << s.name << ": " << variants << " variants reached the bound ("
+                      << s.options.max_variants << "); compiling the most general variant for "
+                      << call_str(args);
+  }
+  for (int attempt = 0;; ++attempt) {
+    ShapePolicy::Decision d = s.policy.decide(args, at_bound);
+    std::string reason;
+    for (const auto& r : d.reasons) reason += (reason.empty() ? "" : "; ") + r;
+    if (reason.empty())
+      reason = (variants == 0 ? "first call: " : "no variant matches ") + call_str(args);
+    if (at_bound) reason += " (variant bound reached: most general variant)";
+    if (!d.guard.is_exact()) reason += "; variant " + d.guard.str();
+    if (d.settled_changed) save_decisions(s);
+    try {
+      auto exe = compile_variant(s, d.guard, args, reason);
+      Hit hit{exe, nullptr};
+      if (!d.guard.is_exact()) {
+        auto& dims = bound_dims();
+        dims.resize(std::max<size_t>(dims.size(), d.guard.num_symbols()));
+        KILN_CHECK(d.guard.bind(args, dims.data())) << "a variant does not serve the call it was "
+                                                       "compiled for: "
+                                                    << d.guard.str();
+        hit.dims = dims.data();
+      }
+      return hit;
+    } catch (const Error& e) {
+      if (d.guard.is_exact() || attempt > 0) throw;
+      // The program cannot take these dims symbolic (a reshape that merges them, a slice with a
+      // bound, Python arithmetic on a shape...): they stay exact.
+      auto pinned = s.policy.pin(d.guard, args, e.what());
+      std::lock_guard<std::mutex> lock(s.stats_mu);
+      for (const auto& r : pinned) {
+        KILN_LOG_AT(info) << s.name << ": " << r;
+        s.recompile_reasons.push_back(r);
+      }
+    }
+  }
+}
+
+// The hit path allocates nothing: the hash comes straight from the arrays.
+Hit lookup(Function::State& s, std::span<const Array> inputs) {
+  check_args(s, inputs);
+  if (auto exe = find_exact(s, exact_signature_hash(inputs), inputs)) {
+    s.memory_hits.fetch_add(1, std::memory_order_relaxed);
+    return {exe, nullptr};
+  }
+  auto& dims = bound_dims();
+  if (auto exe = find_symbolic(s, inputs, dims)) {
+    s.memory_hits.fetch_add(1, std::memory_order_relaxed);
+    return {exe, dims.data()};
+  }
+  return compile_for(s, inputs);
+}
+
+void check_outputs(const Function::State& s, const Executable& exe, const int64_t* dims,
+                   std::span<Array> outputs) {
   if (outputs.size() != exe.outputs.size())
     throw Error(s.name + ": expected " + std::to_string(exe.outputs.size()) +
                 " output arrays, got " + std::to_string(outputs.size()));
@@ -168,9 +336,10 @@ void check_outputs(const Function::State& s, const Executable& exe, std::span<Ar
       throw DTypeError(s.name + ": output " + std::to_string(i) + " must be " +
                        std::string(dtype_name(o.dtype)) + ", got " +
                        std::string(dtype_name(a.dtype())));
-    if (a.shape() != o.shape || !a.is_contiguous()) {
+    std::vector<int64_t> shape = exe.output_shape(i, dims);
+    if (a.shape() != shape || !a.is_contiguous()) {
       std::string want, got;
-      for (int64_t d : o.shape) want += (want.empty() ? "" : ",") + std::to_string(d);
+      for (int64_t d : shape) want += (want.empty() ? "" : ",") + std::to_string(d);
       for (int64_t d : a.shape()) got += (got.empty() ? "" : ",") + std::to_string(d);
       throw ShapeError(s.name + ": output " + std::to_string(i) +
                        " must be a contiguous array of shape [" + want + "], got [" + got + "]" +
@@ -184,50 +353,52 @@ void check_outputs(const Function::State& s, const Executable& exe, std::span<Ar
 }  // namespace
 
 Function::Function(TraceFn fn, int arity, Options options, std::string name)
-    : state_(std::make_shared<State>()) {
+    : state_(std::make_shared<State>(options)) {
   state_->trace = std::move(fn);
   state_->arity = arity;
   state_->options = std::move(options);
   state_->name = std::move(name);
+  if (state_->options.max_variants <= 0) state_->options.max_variants = 8;
 }
-
-namespace {
-// The hit path allocates nothing: the hash comes straight from the arrays.
-std::shared_ptr<Executable> lookup(Function::State& s, std::span<const Array> inputs) {
-  check_args(s, inputs);
-  if (auto exe = find_variant(s, exact_signature_hash(inputs), inputs)) {
-    s.memory_hits.fetch_add(1, std::memory_order_relaxed);
-    return exe;
-  }
-  return compile_variant(s, exact_signature(inputs));
-}
-}  // namespace
 
 std::vector<Array> Function::operator()(const std::vector<Array>& inputs) const {
   State& s = *state_;
-  auto exe = lookup(s, inputs);
+  Hit hit = lookup(s, inputs);
   s.calls.fetch_add(1, std::memory_order_relaxed);
   std::vector<Array> outs;
-  outs.reserve(exe->outputs.size());
-  for (const OutputSpec& o : exe->outputs) outs.push_back(Array::empty(o.shape, o.dtype));
-  exe->run(inputs, outs, ThreadPool::global());
+  outs.reserve(hit.exe->outputs.size());
+  for (size_t i = 0; i < hit.exe->outputs.size(); ++i)
+    outs.push_back(Array::empty(hit.exe->output_shape(i, hit.dims), hit.exe->outputs[i].dtype));
+  hit.exe->run(inputs, outs, ThreadPool::global(), hit.dims);
   return outs;
 }
 
 void Function::call(std::span<const Array> inputs, std::span<Array> outputs) const {
   State& s = *state_;
-  auto exe = lookup(s, inputs);
+  Hit hit = lookup(s, inputs);
   s.calls.fetch_add(1, std::memory_order_relaxed);
-  check_outputs(s, *exe, outputs);
-  exe->run(inputs, outputs, ThreadPool::global());
+  check_outputs(s, *hit.exe, hit.dims, outputs);
+  hit.exe->run(inputs, outputs, ThreadPool::global(), hit.dims);
 }
 
 Inspection Function::inspect(const std::vector<Array>& inputs) const {
   State& s = *state_;
   check_args(s, inputs);
-  Signature sig = exact_signature(inputs);
+  // The variant that serves (or would serve) this call: a symbolic one when one matches.
+  VariantGuard guard = exact_guard(inputs);
+  {
+    std::shared_lock<std::shared_mutex> lock(s.table_mu);
+    std::vector<int64_t> dims;
+    for (const auto& v : s.symbolic) {
+      dims.resize(v.guard.num_symbols());
+      if (v.guard.bind(inputs, dims.data())) {
+        guard = v.guard;
+        break;
+      }
+    }
+  }
   CompileReport report;
-  auto exe = build(s, sig, true, report);
+  auto exe = build(s, guard, true, report);
   Inspection ins;
   ins.graph = exe->graph_text;
   ins.kernels = exe->kernel_infos;
@@ -243,9 +414,10 @@ Stats Function::stats() const {
   st.kernel_memory_hits = s.kernel_memory_hits.load();
   st.disk_hits = s.disk_hits.load();
   st.fallbacks = s.fallbacks.load();
+  st.variant_limit_hits = s.variant_limit_hits.load();
   {
     std::shared_lock<std::shared_mutex> lock(s.table_mu);
-    for (const auto& [hash, bucket] : s.table) st.variants += static_cast<int64_t>(bucket.size());
+    st.variants = s.num_variants;
   }
   std::lock_guard<std::mutex> lock(s.stats_mu);
   st.backend_kernels = s.backend_kernels;

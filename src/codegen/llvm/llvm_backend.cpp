@@ -54,7 +54,7 @@ class LlvmBackend : public Backend {
     auto t0 = std::chrono::steady_clock::now();
     llvm::LLVMContext ctx;
     std::unique_ptr<llvm::Module> m =
-        llvmjit::lower_group(ctx, *req.group, req.layouts, req.out_storage);
+        llvmjit::lower_group(ctx, *req.group, req.layouts, req.out_storage, req.facts);
     auto tm = llvmjit::make_target_machine();
     m->setDataLayout(tm->createDataLayout());
     m->setTargetTriple(tm->getTargetTriple().str());

@@ -29,8 +29,8 @@ bool is_float_compute(DType t) { return is_floating(t); }
 class Emitter {
  public:
   Emitter(llvm::LLVMContext& ctx, const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
-          DType out_storage)
-      : ctx_(ctx), b_(ctx), g_(g), layouts_(layouts), out_storage_(out_storage) {
+          DType out_storage, const ir::SymbolFacts& facts)
+      : ctx_(ctx), b_(ctx), g_(g), layouts_(layouts), out_storage_(out_storage), facts_(facts) {
     mod_ = std::make_unique<llvm::Module>("kiln", ctx);
     // Let a*b+c contract to FMA (more accurate, and half the work of polynomial steps).
     llvm::FastMathFlags fmf;
@@ -52,6 +52,7 @@ class Emitter {
     b_.SetInsertPoint(entry);
     Value* bufs = fn_->getArg(0);
     Value* strides = fn_->getArg(1);
+    load_symbols(fn_->getArg(2));
     begin_ = fn_->getArg(3);
     end_ = fn_->getArg(4);
     for (size_t j = 0; j < g_.leaves.size(); ++j) {
@@ -59,14 +60,13 @@ class Emitter {
       leaf_ptr_.push_back(load_ptr(bufs, j));
       const Node& leaf = *g_.leaves[j];
       std::vector<Value*> st;
-      auto rm = ir::row_major_strides(ir::concrete_dims(leaf.shape));
-      for (size_t d = 0; d < leaf.shape.size(); ++d) {
-        if (layouts_[j].runtime_strides) {
+      if (layouts_[j].runtime_strides) {
+        for (size_t d = 0; d < leaf.shape.size(); ++d) {
           Value* p = b_.CreateConstInBoundsGEP1_64(i64, strides, layouts_[j].stride_offset + d);
           st.push_back(b_.CreateLoad(i64, p));
-        } else {
-          st.push_back(b_.getInt64(rm[d]));
         }
+      } else {
+        st = row_major(leaf.shape);
       }
       leaf_strides_.push_back(std::move(st));
     }
@@ -94,6 +94,64 @@ class Emitter {
   }
 
  private:
+  // ---- extents ----------------------------------------------------------------------------
+  // Symbols' extents are loaded once in the entry block (they dominate every use). A symbol known
+  // to be a multiple of kSymbolMultiple is rebuilt as (v >> 4) << 4, which LLVM's known-bits
+  // analysis sees, so vectorized loops over it need no remainder.
+  void load_symbols(Value* dims) {
+    auto note = [&](const ir::Shape& shape) {
+      for (const ir::Dim& d : shape) {
+        if (!d.is_symbolic() || sym_.count(d.sym)) continue;
+        Value* p = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), dims, d.sym);
+        Value* v = b_.CreateLoad(b_.getInt64Ty(), p);
+        KILN_CHECK(d.sym < static_cast<int32_t>(facts_.size())) << "symbol without facts";
+        if (facts_[d.sym].multiple) {
+          static_assert(ir::kSymbolMultiple == 16);
+          v = b_.CreateShl(b_.CreateLShr(v, 4, "", true), 4, "", true, true);
+        }
+        sym_[d.sym] = v;
+      }
+    };
+    for (const auto& n : g_.leaves) note(n->shape);
+    for (const auto& n : g_.nodes) note(n->shape);
+    for (const auto& n : g_.nodes)
+      for (const auto& in : n->inputs) note(in->shape);
+    note(g_.domain);
+  }
+  Value* dimv(const ir::Dim& d) {
+    if (!d.is_symbolic()) return b_.getInt64(d.value);
+    auto it = sym_.find(d.sym);
+    KILN_CHECK(it != sym_.end()) << "symbol s" << d.sym << " not loaded";
+    return it->second;
+  }
+  std::vector<Value*> dimvs(const ir::Shape& s) {
+    std::vector<Value*> v;
+    for (const ir::Dim& d : s) v.push_back(dimv(d));
+    return v;
+  }
+  Value* mul_nsw(Value* a, Value* c) { return b_.CreateMul(a, c, "", true, true); }
+  // Row-major strides of a dense buffer of this shape (size-1 and 0 dims count as 1).
+  std::vector<Value*> row_major(const ir::Shape& s) {
+    std::vector<Value*> st(s.size());
+    Value* acc = b_.getInt64(1);
+    int64_t cacc = 1;
+    bool concrete = true;
+    for (size_t i = s.size(); i-- > 0;) {
+      st[i] = concrete ? b_.getInt64(cacc) : acc;
+      if (s[i].is_symbolic()) {
+        acc = mul_nsw(concrete ? b_.getInt64(cacc) : acc, dimv(s[i]));
+        concrete = false;
+      } else {
+        const int64_t e = s[i].value > 0 ? s[i].value : 1;
+        if (concrete)
+          cacc *= e;
+        else
+          acc = mul_nsw(acc, b_.getInt64(e));
+      }
+    }
+    return st;
+  }
+
   // ---- types and conversions -------------------------------------------------------------
   llvm::Type* storage_type(DType t) {
     switch (t) {
@@ -222,13 +280,13 @@ class Emitter {
 
   // Nested loops over `axes` of `dims`, filling idx[axis]; the innermost loop is the last axis.
   std::vector<Value*> loop_nest(
-      const std::vector<int64_t>& axes, const std::vector<int64_t>& dims, Idx& idx,
+      const std::vector<int64_t>& axes, const ir::Shape& dims, Idx& idx,
       std::vector<Value*> carried,
       const std::function<std::vector<Value*>(const std::vector<Value*>&)>& body,
       size_t level = 0) {
     if (level == axes.size()) return body(carried);
     int64_t ax = axes[level];
-    return loop(b_.getInt64(0), b_.getInt64(dims[ax]), carried,
+    return loop(b_.getInt64(0), dimv(dims[ax]), carried,
                 [&](Value* iv, const std::vector<Value*>& cur) {
                   idx[ax] = iv;
                   return loop_nest(axes, dims, idx, cur, body, level + 1);
@@ -236,13 +294,15 @@ class Emitter {
   }
 
   // Splits a linear index over `dims` (row-major) into per-dim indices.
-  Idx delinearize(Value* lin, const std::vector<int64_t>& dims) {
+  Idx delinearize(Value* lin, const ir::Shape& dims) {
     Idx idx(dims.size());
     for (size_t i = dims.size(); i-- > 0;) {
       if (i == 0) {
         idx[i] = lin;
+      } else if (ir::is_one(dims[i])) {
+        idx[i] = b_.getInt64(0);
       } else {
-        Value* d = b_.getInt64(dims[i]);
+        Value* d = dimv(dims[i]);
         idx[i] = b_.CreateURem(lin, d);
         lin = b_.CreateUDiv(lin, d);
       }
@@ -250,13 +310,12 @@ class Emitter {
     return idx;
   }
 
-  Value* linearize(const Idx& idx, const std::vector<int64_t>& dims) {
+  Value* linearize(const Idx& idx, const ir::Shape& dims) {
     Value* lin = b_.getInt64(0);
-    auto st = ir::row_major_strides(dims);
+    auto st = row_major(dims);
     for (size_t i = 0; i < idx.size(); ++i)
-      if (dims[i] != 1)
-        lin = b_.CreateAdd(lin, b_.CreateMul(idx[i], b_.getInt64(st[i]), "", true, true), "", true,
-                           true);
+      if (!ir::is_one(dims[i]))
+        lin = b_.CreateAdd(lin, mul_nsw(idx[i], st[i]), "", true, true);
     return lin;
   }
 
@@ -265,7 +324,7 @@ class Emitter {
     const Node& leaf = *g_.leaves[j];
     Value* off = b_.getInt64(0);
     for (size_t d = 0; d < idx.size(); ++d) {
-      if (leaf.shape[d].value == 1) continue;  // the only valid index is 0
+      if (ir::is_one(leaf.shape[d])) continue;  // the only valid index is 0
       off = b_.CreateAdd(off, b_.CreateMul(idx[d], leaf_strides_[j][d]));
     }
     DType sd = layouts_[j].storage;
@@ -325,7 +384,7 @@ class Emitter {
       case Op::Expand: {
         size_t off = n.shape.size() - in.shape.size();
         for (size_t i = 0; i < in.shape.size(); ++i)
-          r[i] = (in.shape[i].value == 1) ? b_.getInt64(0) : idx[i + off];
+          r[i] = ir::is_one(in.shape[i]) ? b_.getInt64(0) : idx[i + off];
         return r;
       }
       case Op::Permute:
@@ -334,7 +393,7 @@ class Emitter {
       case Op::Slice:
         for (size_t i = 0; i < r.size(); ++i) {
           int64_t start = n.attrs.starts[i], step = n.attrs.steps[i];
-          if (n.shape[i].value == 1)
+          if (ir::is_one(n.shape[i]))
             r[i] = b_.getInt64(start);
           else if (start == 0 && step == 1)
             r[i] = idx[i];
@@ -351,8 +410,8 @@ class Emitter {
           for (auto [o, i] : pairs) r[i] = idx[o];
           return r;
         }
-        Value* lin = linearize(idx, ir::concrete_dims(n.shape));
-        return delinearize(lin, ir::concrete_dims(in.shape));
+        Value* lin = linearize(idx, n.shape);
+        return delinearize(lin, in.shape);
       }
       default:
         break;
@@ -366,6 +425,7 @@ class Emitter {
     Value* result = nullptr;
     int64_t offset = 0;
     for (const auto& in : n.inputs) {
+      KILN_CHECK(!in->shape[axis].is_symbolic()) << "concat along a symbolic axis";
       int64_t ext = in->shape[axis].value;
       if (ext == 0) continue;
       Idx sub = idx;
@@ -500,7 +560,7 @@ class Emitter {
     KILN_CHECK(&n == g_.contraction.get() && contraction_value_)
         << "contraction outside its kernel";
     for (size_t i = 0; i < idx.size(); ++i)
-      if (n.shape[i].value != 1 && idx[i] != contraction_idx_[i]) throw FusionRejected(&n);
+      if (!ir::is_one(n.shape[i]) && idx[i] != contraction_idx_[i]) throw FusionRejected(&n);
     return contraction_value_;
   }
 
@@ -532,7 +592,7 @@ class Emitter {
     for (size_t i = 0; i < idx.size(); ++i) {
       bool red =
           std::binary_search(g_.reduce_axes.begin(), g_.reduce_axes.end(), static_cast<int64_t>(i));
-      if (!red && g_.domain[i].value != 1 && idx[i] != outer_idx_[i]) throw FusionRejected(&n);
+      if (!red && !ir::is_one(g_.domain[i]) && idx[i] != outer_idx_[i]) throw FusionRejected(&n);
     }
     return it->second;
   }
@@ -595,7 +655,7 @@ class Emitter {
 
   // ---- kernels ----------------------------------------------------------------------------
   void emit_elementwise() {
-    auto dims = ir::concrete_dims(g_.root->shape);
+    const ir::Shape& dims = g_.root->shape;
     if (dims.empty()) {
       loop(begin_, end_, {}, [&](Value*, const std::vector<Value*>&) {
         store_out(emit(g_.root.get(), {}), b_.getInt64(0));
@@ -603,8 +663,7 @@ class Emitter {
       });
       return;
     }
-    int64_t last = dims.back();
-    std::vector<int64_t> outer_dims(dims.begin(), dims.end() - 1);
+    ir::Shape outer_dims(dims.begin(), dims.end() - 1);
     // while (lin < end): one (partial) row at a time, the inner loop over the last dim.
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "rows", fn_);
@@ -616,7 +675,7 @@ class Emitter {
     lin->addIncoming(begin_, pre);
     b_.CreateCondBr(b_.CreateICmpSLT(lin, end_), body, exit);
     b_.SetInsertPoint(body);
-    Value* lastv = b_.getInt64(last);
+    Value* lastv = dimv(dims.back());
     Value* row = b_.CreateUDiv(lin, lastv);
     Value* col0 = b_.CreateURem(lin, lastv);
     Value* room = b_.CreateSub(lastv, col0);
@@ -637,9 +696,10 @@ class Emitter {
   }
 
   void emit_row_reduce() {
-    auto dims = ir::concrete_dims(g_.domain);
+    const ir::Shape& dims = g_.domain;
     const auto& axes = g_.reduce_axes;
-    std::vector<int64_t> kept_dims, kept_axes;
+    ir::Shape kept_dims;
+    std::vector<int64_t> kept_axes;
     for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i)
       if (!std::binary_search(axes.begin(), axes.end(), i)) {
         kept_dims.push_back(dims[i]);
@@ -661,8 +721,16 @@ class Emitter {
         Value* v = acc[0];
         if (n->op == Op::ReduceMean) {
           int64_t count = 1;
-          for (int64_t a : axes) count *= dims[a];
-          v = b_.CreateFDiv(v, llvm::ConstantFP::get(v->getType(), static_cast<double>(count)));
+          Value* runtime = nullptr;  // the product of the symbolic extents
+          for (int64_t a : axes) {
+            if (dims[a].is_symbolic())
+              runtime = runtime ? mul_nsw(runtime, dimv(dims[a])) : dimv(dims[a]);
+            else
+              count *= dims[a].value;
+          }
+          Value* c = llvm::ConstantFP::get(v->getType(), static_cast<double>(count));
+          if (runtime) c = b_.CreateFMul(c, b_.CreateUIToFP(runtime, v->getType()));
+          v = b_.CreateFDiv(v, c);
         }
         reduce_value_[n.get()] = v;
       }
@@ -692,35 +760,36 @@ class Emitter {
 
   void emit_matmul() {
     const Node& mm = *g_.contraction;
-    auto out_dims = ir::concrete_dims(mm.shape);
+    const ir::Shape& out_dims = mm.shape;
     size_t nb = out_dims.size() - 2;
-    int64_t m = out_dims[nb], n = out_dims[nb + 1];
-    int64_t k = mm.inputs[0]->shape.back().value;
-    std::vector<int64_t> batch_dims(out_dims.begin(), out_dims.begin() + nb);
+    Value* m = dimv(out_dims[nb]);
+    Value* n = dimv(out_dims[nb + 1]);
+    Value* k = dimv(mm.inputs[0]->shape.back());
+    ir::Shape batch_dims(out_dims.begin(), out_dims.begin() + nb);
     const Node* a = mm.inputs[0].get();
     const Node* bm = mm.inputs[1].get();
     DType t = mm.dtype;
     bool accumulate_in_output = !(t == DType::f16 || t == DType::bf16) && out_storage_ == t;
     llvm::Type* st = storage_type(t);
     loop(begin_, end_, {}, [&](Value* u, const std::vector<Value*>&) {
-      Value* bidx = b_.CreateUDiv(u, b_.getInt64(m));
-      Value* i = b_.CreateURem(u, b_.getInt64(m));
+      Value* bidx = b_.CreateUDiv(u, m);
+      Value* i = b_.CreateURem(u, m);
       Idx bi = batch_dims.empty() ? Idx{} : delinearize(bidx, batch_dims);
-      Value* row_base = b_.CreateMul(u, b_.getInt64(n));
+      Value* row_base = b_.CreateMul(u, n);
       auto at = [&](Idx base, Value* r, Value* c) {
         base.push_back(r);
         base.push_back(c);
         return base;
       };
       if (accumulate_in_output) {
-        loop(b_.getInt64(0), b_.getInt64(n), {}, [&](Value* j, const std::vector<Value*>&) {
+        loop(b_.getInt64(0), n, {}, [&](Value* j, const std::vector<Value*>&) {
           b_.CreateStore(from_compute(constant(0, t), t),
                          b_.CreateInBoundsGEP(st, out_ptr_, b_.CreateAdd(row_base, j)));
           return std::vector<Value*>{};
         });
-        loop(b_.getInt64(0), b_.getInt64(k), {}, [&](Value* kk, const std::vector<Value*>&) {
+        loop(b_.getInt64(0), k, {}, [&](Value* kk, const std::vector<Value*>&) {
           Value* av = emit(a, at(bi, i, kk));
-          loop(b_.getInt64(0), b_.getInt64(n), {}, [&](Value* j, const std::vector<Value*>&) {
+          loop(b_.getInt64(0), n, {}, [&](Value* j, const std::vector<Value*>&) {
             Value* p = b_.CreateInBoundsGEP(st, out_ptr_, b_.CreateAdd(row_base, j));
             Value* bv = emit(bm, at(bi, kk, j));
             Value* cur = b_.CreateLoad(st, p);
@@ -731,7 +800,7 @@ class Emitter {
           return std::vector<Value*>{};
         });
         if (g_.root.get() != g_.contraction.get()) {
-          loop(b_.getInt64(0), b_.getInt64(n), {}, [&](Value* j, const std::vector<Value*>&) {
+          loop(b_.getInt64(0), n, {}, [&](Value* j, const std::vector<Value*>&) {
             Value* off = b_.CreateAdd(row_base, j);
             Value* v = to_compute(b_.CreateLoad(st, b_.CreateInBoundsGEP(st, out_ptr_, off)), t);
             store_epilogue(v, at(bi, i, j), off);
@@ -739,8 +808,8 @@ class Emitter {
           });
         }
       } else {
-        loop(b_.getInt64(0), b_.getInt64(n), {}, [&](Value* j, const std::vector<Value*>&) {
-          std::vector<Value*> acc = loop(b_.getInt64(0), b_.getInt64(k), {constant(0, t)},
+        loop(b_.getInt64(0), n, {}, [&](Value* j, const std::vector<Value*>&) {
+          std::vector<Value*> acc = loop(b_.getInt64(0), k, {constant(0, t)},
                                          [&](Value* kk, const std::vector<Value*>& cur) {
                                            Value* av = emit(a, at(bi, i, kk));
                                            Value* bv = emit(bm, at(bi, kk, j));
@@ -900,6 +969,8 @@ class Emitter {
   const ir::FusionGroup& g_;
   const std::vector<LeafLayout>& layouts_;
   DType out_storage_;
+  const ir::SymbolFacts& facts_;
+  std::unordered_map<int32_t, Value*> sym_;  // symbol id -> its extent (loaded at entry)
   std::unique_ptr<llvm::Module> mod_;
   llvm::Function* fn_ = nullptr;
   Value* begin_ = nullptr;
@@ -920,9 +991,9 @@ class Emitter {
 
 std::unique_ptr<llvm::Module> lower_group(llvm::LLVMContext& ctx, const ir::FusionGroup& g,
                                           const std::vector<LeafLayout>& layouts,
-                                          DType out_storage) {
+                                          DType out_storage, const ir::SymbolFacts& facts) {
   KILN_CHECK(layouts.size() == g.leaves.size());
-  Emitter e(ctx, g, layouts, out_storage);
+  Emitter e(ctx, g, layouts, out_storage, facts);
   return e.run();
 }
 

@@ -126,7 +126,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   const KernelDesc base = epilogue_desc(p, isa);
   const bool b_unit = p.b.col_stride == 1;
   const int64_t volume = p.M * p.N * p.K;
-  if (!prepacked_b && volume <= kSmallVolume &&
+  if (!prepacked_b && volume <= kSmallVolume && !p.dynamic_m && !p.dynamic_nk &&
       direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
     s.path = Path::direct;
     s.copy_b = !b_unit;
@@ -145,7 +145,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   }
 
   const int64_t T = std::max(1, threads);
-  if (!prepacked_b && p.M <= kSkinnyRows && b_unit &&
+  if (!prepacked_b && p.M <= kSkinnyRows && b_unit && !p.dynamic_nk &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::skinny;
     const DirectTiling tiling = direct_tiling(isa == Isa::avx512, p.M, p.N);
@@ -370,7 +370,7 @@ namespace {
 // Plans memoized by everything but the data pointers.
 struct PlanKey {
   int64_t isa, threads, prepacked, M, N, K, a_rs, a_cs, b_rs, b_cs, ldc, ld_res, bias, scale, act,
-      res;
+      res, dynamic;
   bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
 };
 struct PlanKeyHash {
@@ -403,7 +403,8 @@ std::shared_ptr<const GemmPlan> cached_plan(const GemmProblem& p, Isa isa, int t
               p.epi.bias != nullptr,
               p.epi.scale != 1.0f,
               int64_t(p.epi.act),
-              res};
+              res,
+              p.dynamic_m + 2 * p.dynamic_nk};
   {
     std::shared_lock lock(mu);
     auto it = plans->find(key);

@@ -11,6 +11,7 @@
 
 #include <kiln/errors.h>
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_map>
 
@@ -96,17 +97,32 @@ bool resolve_view(const Node* n, const std::unordered_map<const Node*, int>& lea
   return true;
 }
 
-// The leaf strides seen at run time: compile-time row-major ones, or from the strides argument.
+// The leaf strides seen at run time: row-major ones (known at compile time unless the leaf has
+// symbolic dims), or from the strides argument.
 struct LeafStrides {
-  std::vector<int64_t> dense;  // when !runtime
+  std::vector<int64_t> dense;  // when !runtime and !symbolic
+  ir::Shape shape;             // when symbolic: dense strides from the run-time extents
   bool runtime = false;
+  bool symbolic = false;
   int offset = 0;
 };
 
 // strides == nullptr at compile time: runtime-strided leaves are then taken as dense (only used
-// to pick listings and to pack constants, which are always dense).
-int64_t leaf_stride(const LeafStrides& l, const int64_t* strides, int d) {
-  return l.runtime && strides ? strides[l.offset + d] : l.dense[d];
+// to pick listings and to pack constants, which are always dense). dims == nullptr: symbolic
+// extents are taken as `kListingExtent`.
+constexpr int64_t kListingExtent = 128;
+int64_t leaf_stride(const LeafStrides& l, const int64_t* strides, const int64_t* dims, int d) {
+  if (l.runtime && strides) return strides[l.offset + d];
+  if (!l.symbolic) return l.dense[d];
+  int64_t st = 1;
+  for (size_t e = d + 1; e < l.shape.size(); ++e)
+    st *= l.shape[e].is_symbolic() ? (dims ? dims[l.shape[e].sym] : kListingExtent)
+                                   : std::max<int64_t>(1, l.shape[e].value);
+  return st;
+}
+
+int64_t extent(const ir::Dim& d, const int64_t* dims) {
+  return d.is_symbolic() ? (dims ? dims[d.sym] : kListingExtent) : d.value;
 }
 
 struct Resolved {
@@ -114,13 +130,14 @@ struct Resolved {
   std::vector<int64_t> stride;  // per operand dim
 };
 
-Resolved resolve(const OperandView& v, const LeafStrides& ls, const int64_t* strides) {
+Resolved resolve(const OperandView& v, const LeafStrides& ls, const int64_t* strides,
+                 const int64_t* dims) {
   Resolved r;
   for (size_t e = 0; e < v.offset.size(); ++e)
-    if (v.offset[e]) r.offset += v.offset[e] * leaf_stride(ls, strides, static_cast<int>(e));
+    if (v.offset[e]) r.offset += v.offset[e] * leaf_stride(ls, strides, dims, static_cast<int>(e));
   r.stride.resize(v.dim.size());
   for (size_t d = 0; d < v.dim.size(); ++d)
-    r.stride[d] = v.dim[d] < 0 ? 0 : v.mult[d] * leaf_stride(ls, strides, v.dim[d]);
+    r.stride[d] = v.dim[d] < 0 ? 0 : v.mult[d] * leaf_stride(ls, strides, dims, v.dim[d]);
   return r;
 }
 
@@ -129,8 +146,8 @@ struct Plan {
   bool has_bias = false, has_residual = false;
   float scale = 1.0f;
   x86::Activation act = x86::Activation::none;
-  std::vector<int64_t> out_dims;  // [batch..., M, N]
-  int64_t K = 0;
+  ir::Shape out_dims;  // [batch..., M, N], possibly symbolic
+  ir::Dim K;
 };
 
 const Node* strip_scalar(const Node* n, double* value) {
@@ -166,7 +183,7 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
       const Node* r = cur->inputs[side].get();
       OperandView v;
       if (leaf_index.count(r) && dense_leaf_of_shape(r, mm->shape, v) &&
-          v.offset == std::vector<int64_t>(v.offset.size(), 0)) {
+          std::all_of(v.offset.begin(), v.offset.end(), [](int64_t o) { return o == 0; })) {
         bool identity = true;
         for (size_t d = 0; d < v.dim.size(); ++d)
           identity = identity && v.dim[d] == static_cast<int>(d) && v.mult[d] == 1;
@@ -211,8 +228,8 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
       bool ok = v.dim.back() >= 0 && v.mult.back() == 1 &&
                 g.leaves[v.leaf]->shape[v.dim.back()] == mm->shape.back();
       for (size_t d = 0; d + 1 < v.dim.size(); ++d) ok = ok && v.dim[d] < 0;
-      auto rm = ir::row_major_strides(ir::concrete_dims(g.leaves[v.leaf]->shape));
-      ok = ok && rm[v.dim.back()] == 1;
+      const ir::Shape& ls = g.leaves[v.leaf]->shape;
+      for (size_t e = v.dim.back() + 1; e < ls.size(); ++e) ok = ok && ir::is_one(ls[e]);
       if (!ok) continue;
       p.bias = v;
       p.has_bias = true;
@@ -237,8 +254,8 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
   if (!resolve_view(mm->inputs[0].get(), leaf_index, p.a) ||
       !resolve_view(mm->inputs[1].get(), leaf_index, p.b))
     return {Mismatch::Kind::operand, "an operand is not a strided view of a buffer"};
-  p.out_dims = ir::concrete_dims(mm->shape);
-  p.K = mm->inputs[0]->shape.back().value;
+  p.out_dims = mm->shape;
+  p.K = mm->inputs[0]->shape.back();
   return {};
 }
 
@@ -252,32 +269,42 @@ class X86Kernel : public CompiledKernel {
   // per call (the common dense case allocates nothing on the call path).
   Resolved a_fixed, b_fixed;
   int64_t bias_offset = 0;  // bias leaves are dense (the matcher requires it)
+  bool dynamic_m = false, dynamic_nk = false, dynamic_batch = false;
 
-  void launch(void* const* bufs, const int64_t* strides, const Schedule&,
+  void launch(void* const* bufs, const int64_t* strides, const int64_t* dims, const Schedule&,
               ThreadPool& pool) const override {
     const Plan& p = plan;
     size_t nd = p.out_dims.size(), nb = nd - 2;
-    int64_t M = p.out_dims[nb], N = p.out_dims[nb + 1];
+    const int64_t M = extent(p.out_dims[nb], dims), N = extent(p.out_dims[nb + 1], dims);
+    const int64_t K = extent(p.K, dims);
     const LeafStrides& la = leaves[p.a.leaf];
     const LeafStrides& lb = leaves[p.b.leaf];
+    // Operands of strided inputs, or of inputs with symbolic extents, are resolved per call.
+    const bool a_call = la.runtime || la.symbolic, b_call = lb.runtime || lb.symbolic;
     Resolved a_runtime, b_runtime;
-    if (la.runtime) a_runtime = resolve(p.a, la, strides);
-    if (lb.runtime) b_runtime = resolve(p.b, lb, strides);
-    const Resolved& a = la.runtime ? a_runtime : a_fixed;  // both lvalues: no copy
-    const Resolved& b = lb.runtime ? b_runtime : b_fixed;
+    if (a_call) a_runtime = resolve(p.a, la, strides, dims);
+    if (b_call) b_runtime = resolve(p.b, lb, strides, dims);
+    const Resolved& a = a_call ? a_runtime : a_fixed;  // both lvalues: no copy
+    const Resolved& b = b_call ? b_runtime : b_fixed;
     auto ptr = [&](int leaf, int64_t off) { return static_cast<const float*>(bufs[leaf]) + off; };
     float* c = static_cast<float*>(bufs[leaves.size()]);
     x86::GemmProblem gp;
     gp.M = M;
     gp.N = N;
-    gp.K = p.K;
+    gp.K = K;
+    gp.dynamic_m = dynamic_m;
+    gp.dynamic_nk = dynamic_nk;
     gp.a = {ptr(p.a.leaf, a.offset), a.stride[nb], a.stride[nb + 1]};
     gp.b = {ptr(p.b.leaf, b.offset), b.stride[nb], b.stride[nb + 1]};
     gp.c = c;
     gp.ldc = N;
     gp.epi.scale = plan.scale;
     gp.epi.act = plan.act;
-    if (p.has_bias) gp.epi.bias = ptr(p.bias.leaf, bias_offset);
+    if (p.has_bias) {
+      const LeafStrides& lbias = leaves[p.bias.leaf];
+      gp.epi.bias = ptr(p.bias.leaf, lbias.symbolic ? resolve(p.bias, lbias, strides, dims).offset
+                                                     : bias_offset);
+    }
     if (p.has_residual) {
       gp.epi.residual = ptr(p.residual.leaf, 0);
       gp.epi.ld_residual = N;
@@ -290,15 +317,16 @@ class X86Kernel : public CompiledKernel {
       return;
     }
     // Batch dims: the innermost goes to gemm_batched, the others are walked here.
-    int64_t inner = p.out_dims[nb - 1];
+    int64_t inner = extent(p.out_dims[nb - 1], dims);
     int64_t outer = 1;
-    for (size_t d = 0; d + 1 < nb; ++d) outer *= p.out_dims[d];
+    for (size_t d = 0; d + 1 < nb; ++d) outer *= extent(p.out_dims[d], dims);
     x86::BatchStrides bs{a.stride[nb - 1], b.stride[nb - 1], M * N, p.has_residual ? M * N : 0};
     for (int64_t o = 0; o < outer; ++o) {
       int64_t rem = o, aoff = 0, boff = 0, coff = 0;
       for (size_t d = nb - 1; d-- > 0;) {
-        int64_t i = rem % p.out_dims[d];
-        rem /= p.out_dims[d];
+        const int64_t ext = extent(p.out_dims[d], dims);
+        int64_t i = rem % ext;
+        rem /= ext;
         aoff += i * a.stride[d];
         boff += i * b.stride[d];
       }
@@ -358,29 +386,40 @@ class X86Backend : public Backend {
       LeafStrides ls;
       ls.runtime = req.layouts[j].runtime_strides;
       ls.offset = req.layouts[j].stride_offset;
-      ls.dense = ir::row_major_strides(ir::concrete_dims(g.leaves[j]->shape));
+      ls.shape = g.leaves[j]->shape;
+      ls.symbolic = !ir::is_concrete(ls.shape);
+      if (!ls.symbolic) ls.dense = ir::row_major_strides(ir::concrete_dims(ls.shape));
       k->leaves.push_back(ls);
     }
     const Plan& p = k->plan;
     size_t nb = p.out_dims.size() - 2;
-    k->a_fixed = resolve(p.a, k->leaves[p.a.leaf], nullptr);
-    k->b_fixed = resolve(p.b, k->leaves[p.b.leaf], nullptr);
-    if (p.has_bias) k->bias_offset = resolve(p.bias, k->leaves[p.bias.leaf], nullptr).offset;
+    k->dynamic_m = p.out_dims[nb].is_symbolic();
+    k->dynamic_nk = p.out_dims[nb + 1].is_symbolic() || p.K.is_symbolic();
+    k->a_fixed = resolve(p.a, k->leaves[p.a.leaf], nullptr, nullptr);
+    k->b_fixed = resolve(p.b, k->leaves[p.b.leaf], nullptr, nullptr);
+    // A bias varies along its last dim only, with unit stride: its offset never depends on
+    // symbolic extents of other dims (it is 0 there or those dims have offset 0).
+    if (p.has_bias)
+      k->bias_offset = resolve(p.bias, k->leaves[p.bias.leaf], nullptr, nullptr).offset;
     const Node& bleaf = *g.leaves[p.b.leaf];
     // A constant weight shared by every batch is packed once, now.
     bool b_broadcast = true;
     for (size_t d = 0; d < nb; ++d) b_broadcast = b_broadcast && p.b.dim[d] < 0;
-    if (bleaf.op == Op::Constant && nb == 0 && b_broadcast) {
+    if (bleaf.op == Op::Constant && nb == 0 && b_broadcast && !k->dynamic_nk) {
       const Resolved& b = k->b_fixed;
       const float* data = reinterpret_cast<const float*>(bleaf.attrs.data->bytes.data()) + b.offset;
-      k->packed = x86::pack_b({data, b.stride[nb], b.stride[nb + 1]}, p.K, p.out_dims[nb + 1]);
+      k->packed = x86::pack_b({data, b.stride[nb], b.stride[nb + 1]}, p.K.value,
+                              p.out_dims[nb + 1].value);
       k->packed_source = bleaf.attrs.data;
     }
     // The listing of the kernels this problem runs (with dense strides where they are runtime).
+    // With symbolic extents: the kernels of one representative extent (kListingExtent).
     x86::GemmProblem lp;
-    lp.M = p.out_dims[nb];
-    lp.N = p.out_dims[nb + 1];
-    lp.K = p.K;
+    lp.M = extent(p.out_dims[nb], nullptr);
+    lp.N = extent(p.out_dims[nb + 1], nullptr);
+    lp.K = extent(p.K, nullptr);
+    lp.dynamic_m = k->dynamic_m;
+    lp.dynamic_nk = k->dynamic_nk;
     lp.a = {nullptr, k->a_fixed.stride[nb], k->a_fixed.stride[nb + 1]};
     lp.b = {nullptr, k->b_fixed.stride[nb], k->b_fixed.stride[nb + 1]};
     lp.ldc = lp.N;

@@ -43,7 +43,6 @@ void expect_same_dtype(const Node& n, const Node& in, const char* what) {
                      dt(n.dtype)));
 }
 
-bool is_one(const Dim& d) { return !d.is_symbolic() && d.value == 1; }
 
 void check_leaf(const Graph& g, const Node& n) {
   expect_inputs(n, 0);
@@ -136,8 +135,12 @@ void check_expand(const Node& n) {
 
 void check_reshape(const Node& n) {
   const Shape& in = n.inputs[0]->shape;
-  if (!is_concrete(in) || !is_concrete(n.shape))
-    fail("reshape needs concrete shapes, got " + shape_str(in) + " to " + shape_str(n.shape));
+  if (!is_concrete(in) || !is_concrete(n.shape)) {
+    if (symbols_of(in) != symbols_of(n.shape) || concrete_product(in) != concrete_product(n.shape))
+      fail("reshape of symbolic shapes must keep the symbols and the other dims' product, got " +
+           shape_str(in) + " to " + shape_str(n.shape));
+    return;
+  }
   if (numel(in) != numel(n.shape))
     fail(fmt::format("reshape changes the element count: {} ({}) to {} ({})", shape_str(in),
                      numel(in), shape_str(n.shape), numel(n.shape)));
@@ -237,8 +240,10 @@ void check_conv2d(const Node& n) {
   if (x.ndim() != 4 || w.ndim() != 4 || n.ndim() != 4)
     fail("needs x [N,C,H,W], w [O,C/groups,KH,KW], got " + shape_str(x.shape) + " and " +
          shape_str(w.shape));
-  if (!is_concrete(x.shape) || !is_concrete(w.shape) || !is_concrete(n.shape))
-    fail("needs concrete shapes");
+  for (int i = 1; i < 4; ++i)
+    if (x.shape[i].is_symbolic() || w.shape[i].is_symbolic() || n.shape[i].is_symbolic())
+      fail("only the batch dim may be symbolic");
+  if (w.shape[0].is_symbolic() || x.shape[0] != n.shape[0]) fail("batch dims differ");
   expect_same_dtype(n, x, "x");
   expect_same_dtype(n, w, "w");
   if (n.dtype == DType::boolean) fail("bool conv2d is not built");
@@ -257,7 +262,8 @@ void check_conv2d(const Node& n) {
     if (xs[2 + i] + 2 * p.padding[i] < span) fail("kernel larger than the padded input");
     out[i] = (xs[2 + i] + 2 * p.padding[i] - span) / p.stride[i] + 1;
   }
-  const Shape want = concrete_shape({xs[0], ws[0], out[0], out[1]});
+  const Shape want = {x.shape[0], Dim::concrete(ws[0]), Dim::concrete(out[0]),
+                      Dim::concrete(out[1])};
   if (n.shape != want) fail("result shape " + shape_str(n.shape) + ", expected " + shape_str(want));
 }
 
