@@ -214,9 +214,7 @@ TEST_CASE("the variant bound: counted, then the most general variant", "[jit][dy
 TEST_CASE("a program that cannot take a dim symbolic keeps it exact", "[jit][dynamic]") {
   Rng rng(8);
   // Slicing with a bound on the dynamic axis has no single-symbol extent.
-  auto body = [](Tensor x) {
-    return x.index({kiln::Index::slice(1, std::nullopt)}) * 3.0f;
-  };
+  auto body = [](Tensor x) { return x.index({kiln::Index::slice(1, std::nullopt)}) * 3.0f; };
   Function f = kiln::jit(body);
   for (int64_t n : {4, 5, 6}) {
     auto x = make_array(rng, {n, 3}, DType::f32);

@@ -829,17 +829,14 @@ TEST_CASE("jit ops: one function reused across layouts reads runtime strides", "
   auto fn = [](Tensor x, Tensor y) { return kiln::tanh(x) * y + x.sum(1, true); };
   kiln::Function f = kiln::jit(fn);
   uint64_t seed = 9500;
-  // The signature classes seen: (contiguous, 64-byte aligned) per argument.
+  // The signature classes seen: contiguous or not, per argument (alignment is not one).
   std::set<std::vector<bool>> classes;
   for (Layout lay : all_layouts()) {
     Rng rng(++seed);
     TestArray x = make_array(rng, {9, 17}, DType::f32, lay);
     TestArray y = make_array(rng, {9, 17}, DType::f32, layout_n(seed));
     std::vector<bool> cls;
-    for (const TestArray* t : {&x, &y}) {
-      cls.push_back(t->array.is_contiguous());
-      cls.push_back(reinterpret_cast<uintptr_t>(t->array.data()) % 64 == 0);
-    }
+    for (const TestArray* t : {&x, &y}) cls.push_back(t->array.is_contiguous());
     classes.insert(cls);
     check_against_reference(
         fn, {x, y},

@@ -49,8 +49,6 @@ def is_narrow(d):
 # is an expected failure (counted and printed by pytest as xfail), so the suite stays green while
 # the bug is open and an XPASS says when it is fixed.
 KNOWN_BACKEND_BUGS = {
-    "dynamic-auto": "issue 6 (not done): dynamic='auto' compiles every new batch size (6 sizes -> 6 "
-                    "compiles); API.md: a dim seen with a second value becomes symbolic",
     "narrow-temps": "a float16/bfloat16 value that is itself a graph output and also feeds another "
                     "kernel is read back rounded to its dtype (the interpreter keeps it exact): e.g. "
                     "returning conv2d(x, w) and conv2d(x, w, b) together; temps that are not outputs "

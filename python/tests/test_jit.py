@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import assert_close, f64, rng_for, xfail_if_known
+from conftest import assert_close, f64, rng_for
 
 
 def test_bare_and_with_options():
@@ -78,8 +78,7 @@ def test_static_argnums():
     np.testing.assert_array_equal(g(x2, 1), 3)  # still usable
 
 
-def test_dynamic_shapes_recompile_a_few_times(request):
-    xfail_if_known(request, "dynamic-auto")
+def test_dynamic_shapes_recompile_a_few_times():
     @kiln.jit
     def f(x):
         return kiln.softmax(x * 2, axis=-1)

@@ -36,8 +36,8 @@ ScheduleSpec schedule_spec_for(const ir::FusionGroup& g) {
       break;
     }
   }
-  s.symbolic = !ir::is_concrete(s.extent) || !ir::is_concrete(s.unit_work) ||
-               !ir::is_concrete(s.root);
+  s.symbolic =
+      !ir::is_concrete(s.extent) || !ir::is_concrete(s.unit_work) || !ir::is_concrete(s.root);
   return s;
 }
 

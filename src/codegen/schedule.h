@@ -19,10 +19,10 @@ struct Schedule {
 };
 
 struct ScheduleSpec {
-  ir::Shape extent;      // the parallel extent is the product of these dims
-  ir::Shape unit_work;   // the work of one unit is the product of these dims (each at least 1)
-  int64_t divisor = 1;   // the grain is (kWorkPerChunk / divisor) / unit work
-  ir::Shape root;        // an empty root means no work at all
+  ir::Shape extent;       // the parallel extent is the product of these dims
+  ir::Shape unit_work;    // the work of one unit is the product of these dims (each at least 1)
+  int64_t divisor = 1;    // the grain is (kWorkPerChunk / divisor) / unit work
+  ir::Shape root;         // an empty root means no work at all
   bool symbolic = false;  // whether any of these dims is symbolic (else `eval` is a constant)
 
   Schedule eval(const int64_t* dims) const;

@@ -38,7 +38,7 @@ struct Function::State {
     std::shared_ptr<Executable> exe;
   };
   std::unordered_map<uint64_t, std::vector<std::pair<Signature, std::shared_ptr<Executable>>>>
-      exact;                       // exact variants, by signature hash
+      exact;                      // exact variants, by signature hash
   std::vector<Variant> symbolic;  // most specialized first
   int64_t num_variants = 0;
   std::mutex inflight_mu;
@@ -69,7 +69,7 @@ void check_args(const Function::State& s, std::span<const Array> inputs) {
 VariantGuard exact_guard(std::span<const Array> args) {
   VariantGuard g;
   for (const Array& a : args)
-    g.args.push_back({a.dtype(), a.is_contiguous(), is_aligned64(a), ir::concrete_shape(a.shape())});
+    g.args.push_back({a.dtype(), a.is_contiguous(), ir::concrete_shape(a.shape())});
   return g;
 }
 
@@ -204,9 +204,9 @@ void record_compile(Function::State& s, const CompileReport& report, const std::
   for (const auto& b : report.backends) ++s.backend_kernels[b];
   for (const auto& f : report.fallbacks) s.fallback_reasons.push_back(f);
   s.fallbacks.fetch_add(static_cast<int64_t>(report.fallbacks.size()));
-  KILN_LOG_AT(info) << s.name << ": compiled (" << reason << "): " << report.kernels
-                    << " kernels (" << report.compiled << " compiled, " << report.memory_hits
-                    << " from memory, " << report.disk_hits << " from disk)";
+  KILN_LOG_AT(info) << s.name << ": compiled (" << reason << "): " << report.kernels << " kernels ("
+                    << report.compiled << " compiled, " << report.memory_hits << " from memory, "
+                    << report.disk_hits << " from disk)";
 }
 
 // Compiles the variant `guard` once; concurrent callers of the same variant wait for it.
@@ -249,17 +249,71 @@ std::shared_ptr<Executable> compile_variant(Function::State& s, const VariantGua
   }
 }
 
-std::string call_str(std::span<const Array> args) {
-  return exact_guard(args).str();
-}
+std::string call_str(std::span<const Array> args) { return exact_guard(args).str(); }
 
 struct Hit {
   std::shared_ptr<Executable> exe;
   const int64_t* dims = nullptr;
 };
 
-// A call no variant serves: the policy picks the variant to compile; a symbolic trace the program
-// cannot take pins its dims exact and compiles again.
+// A just-compiled variant serving its call, with the symbols bound.
+Hit hit_of(std::shared_ptr<Executable> exe, const VariantGuard& guard,
+           std::span<const Array> args) {
+  Hit hit{std::move(exe), nullptr};
+  if (!guard.is_exact()) {
+    auto& dims = bound_dims();
+    dims.resize(std::max<size_t>(dims.size(), guard.num_symbols()));
+    KILN_CHECK(guard.bind(args, dims.data()))
+        << "a variant does not serve the call it was compiled for: " << guard.str();
+    hit.dims = dims.data();
+  }
+  return hit;
+}
+
+// The variant `d` failed to trace or compile. Either the program cannot take some of its symbols
+// (a reshape that merges them, a slice with a bound, Python arithmetic on a shape...) or the call
+// is wrong at any shape. Symbols are tried one at a time (a trace each, no compile): those the
+// program takes stay symbolic, the others are pinned exact from now on. When none is left the
+// exact variant says which case it is (its error is the user's).
+Hit compile_with_fewer_symbols(Function::State& s, const ShapePolicy::Decision& d,
+                               std::span<const Array> args, const std::string& reason,
+                               const std::string& why) {
+  const int n = d.guard.num_symbols();
+  std::vector<bool> keep(n, false);
+  for (int sym = 0; sym < n; ++sym) {
+    keep[sym] = true;
+    try {
+      trace(s, keep_symbols(d.guard, args, keep));
+    } catch (const Error&) {
+      keep[sym] = false;
+    }
+  }
+  VariantGuard guard = keep_symbols(d.guard, args, keep);
+  std::string note = "; the symbolic trace failed (" + why + ")";
+  std::shared_ptr<Executable> exe;
+  try {
+    exe = compile_variant(s, guard, args, reason + note + "; compiled " + guard.str());
+  } catch (const Error&) {
+    if (guard.is_exact()) throw;
+    keep.assign(n, false);
+    guard = exact_guard(args);
+    exe = compile_variant(s, guard, args, reason + note + "; compiled exact");
+  }
+  std::vector<bool> rejected(n);
+  for (int sym = 0; sym < n; ++sym) rejected[sym] = !keep[sym];
+  auto pinned = s.policy.pin(d.guard, rejected, args, why);
+  if (d.settled_changed) save_decisions(s);  // without the pinned dims
+  {
+    std::lock_guard<std::mutex> lock(s.stats_mu);
+    for (const auto& r : pinned) {
+      KILN_LOG_AT(info) << s.name << ": " << r;
+      s.recompile_reasons.push_back(r);
+    }
+  }
+  return hit_of(exe, guard, args);
+}
+
+// A call no variant serves: the policy picks the variant to compile.
 Hit compile_for(Function::State& s, std::span<const Array> args) {
   std::call_once(s.restore_once, [&] { restore_decisions(s, args); });
   int64_t variants;
@@ -274,7 +328,7 @@ Hit compile_for(Function::State& s, std::span<const Array> args) {
                       << s.options.max_variants << "); compiling the most general variant for "
                       << call_str(args);
   }
-  for (int attempt = 0;; ++attempt) {
+  {
     ShapePolicy::Decision d = s.policy.decide(args, at_bound);
     std::string reason;
     for (const auto& r : d.reasons) reason += (reason.empty() ? "" : "; ") + r;
@@ -284,27 +338,10 @@ Hit compile_for(Function::State& s, std::span<const Array> args) {
     if (!d.guard.is_exact()) reason += "; variant " + d.guard.str();
     if (d.settled_changed) save_decisions(s);
     try {
-      auto exe = compile_variant(s, d.guard, args, reason);
-      Hit hit{exe, nullptr};
-      if (!d.guard.is_exact()) {
-        auto& dims = bound_dims();
-        dims.resize(std::max<size_t>(dims.size(), d.guard.num_symbols()));
-        KILN_CHECK(d.guard.bind(args, dims.data())) << "a variant does not serve the call it was "
-                                                       "compiled for: "
-                                                    << d.guard.str();
-        hit.dims = dims.data();
-      }
-      return hit;
+      return hit_of(compile_variant(s, d.guard, args, reason), d.guard, args);
     } catch (const Error& e) {
-      if (d.guard.is_exact() || attempt > 0) throw;
-      // The program cannot take these dims symbolic (a reshape that merges them, a slice with a
-      // bound, Python arithmetic on a shape...): they stay exact.
-      auto pinned = s.policy.pin(d.guard, args, e.what());
-      std::lock_guard<std::mutex> lock(s.stats_mu);
-      for (const auto& r : pinned) {
-        KILN_LOG_AT(info) << s.name << ": " << r;
-        s.recompile_reasons.push_back(r);
-      }
+      if (d.guard.is_exact()) throw;
+      return compile_with_fewer_symbols(s, d, args, reason, e.what());
     }
   }
 }

@@ -46,7 +46,6 @@ ShapePolicy::Decision ShapePolicy::decide(std::span<const Array> args, bool most
     ArgGuard& ag = g.args[i];
     ag.dtype = a.dtype();
     ag.contiguous = a.is_contiguous();
-    ag.aligned = is_aligned64(a);
     auto& states = states_for(i, a.shape().size());
     for (size_t d = 0; d < a.shape().size(); ++d) {
       const int64_t v = a.shape()[d];
@@ -78,14 +77,16 @@ ShapePolicy::Decision ShapePolicy::decide(std::span<const Array> args, bool most
   return out;
 }
 
-std::vector<std::string> ShapePolicy::pin(const VariantGuard& guard, std::span<const Array> args,
-                                          const std::string& why) {
+std::vector<std::string> ShapePolicy::pin(const VariantGuard& guard,
+                                          const std::vector<bool>& rejected,
+                                          std::span<const Array> args, const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> reasons;
   for (size_t i = 0; i < guard.args.size() && i < args.size(); ++i) {
     auto& states = states_for(i, args[i].shape().size());
     for (size_t d = 0; d < guard.args[i].dims.size() && d < states.size(); ++d) {
-      if (!guard.args[i].dims[d].is_symbolic() || states[d].pinned) continue;
+      const ir::Dim& dim = guard.args[i].dims[d];
+      if (!dim.is_symbolic() || !rejected[dim.sym] || states[d].pinned) continue;
       states[d].pinned = true;
       reasons.push_back("arg " + std::to_string(i) + " dim " + std::to_string(d) +
                         ": kept exact, the program cannot take it symbolic (" + why + ")");

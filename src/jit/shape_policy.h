@@ -30,10 +30,10 @@ class ShapePolicy {
   // Records the call's extents and returns the guard to compile for it. most_general: make every
   // dim of at least 2 symbolic, without divisibility facts (the variant bound was reached).
   Decision decide(std::span<const Array> args, bool most_general);
-  // The symbolic trace of `guard` failed: its symbolic dims stay exact from now on. Returns one
-  // reason per pinned dim.
-  std::vector<std::string> pin(const VariantGuard& guard, std::span<const Array> args,
-                               const std::string& why);
+  // The program cannot take the symbols of `guard` for which rejected[sym] is true: their dims
+  // stay exact from now on. Returns one reason per pinned dim.
+  std::vector<std::string> pin(const VariantGuard& guard, const std::vector<bool>& rejected,
+                               std::span<const Array> args, const std::string& why);
 
   // The dims automatic mode made symbolic, as text ("arg dim multiple" lines), and back.
   std::string settled() const;
@@ -41,10 +41,10 @@ class ShapePolicy {
 
  private:
   struct DimState {
-    int64_t first = -1;         // the first extent seen
-    bool symbolic = false;      // automatic mode: seen with a second extent
-    bool pinned = false;        // symbolic trace failed: always exact
-    bool all_multiple = true;   // every extent seen was a multiple of kSymbolMultiple
+    int64_t first = -1;        // the first extent seen
+    bool symbolic = false;     // automatic mode: seen with a second extent
+    bool pinned = false;       // symbolic trace failed: always exact
+    bool all_multiple = true;  // every extent seen was a multiple of kSymbolMultiple
   };
   bool wants_symbol(size_t arg, size_t dim, const DimState& st) const;
   std::vector<DimState>& states_for(size_t arg, size_t rank);

@@ -13,15 +13,11 @@ inline uint64_t mix(uint64_t h, uint64_t v) {
 
 }  // namespace
 
-namespace {
-bool is_aligned(const Array& a) { return (reinterpret_cast<uintptr_t>(a.data()) & 63) == 0; }
-}  // namespace
-
 uint64_t exact_signature_hash(std::span<const Array> args) {
   uint64_t h = args.size();
   for (const Array& a : args) {
     h = mix(h, static_cast<uint64_t>(a.dtype()) | (uint64_t{a.is_contiguous()} << 8) |
-                   (uint64_t{is_aligned(a)} << 9) | (a.shape().size() << 16));
+                   (a.shape().size() << 16));
     for (int64_t d : a.shape()) h = mix(h, static_cast<uint64_t>(d));
   }
   return h;
@@ -32,8 +28,7 @@ bool matches(const Signature& sig, std::span<const Array> args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const ArgSig& g = sig.args[i];
     const Array& a = args[i];
-    if (g.dtype != a.dtype() || g.shape != a.shape() || g.contiguous != a.is_contiguous() ||
-        g.aligned != is_aligned(a))
+    if (g.dtype != a.dtype() || g.shape != a.shape() || g.contiguous != a.is_contiguous())
       return false;
   }
   return true;
@@ -48,7 +43,6 @@ Signature exact_signature(std::span<const Array> args) {
     g.dtype = a.dtype();
     g.shape = a.shape();
     g.contiguous = a.is_contiguous();
-    g.aligned = is_aligned(a);
   }
   s.hash = exact_signature_hash(args);
   return s;

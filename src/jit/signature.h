@@ -1,6 +1,8 @@
-// The signature of a call: per argument dtype, shape, stride class and alignment class; the
-// device. Executables are memoized by signature. A SpecializationPolicy turns the arguments of a
-// call into the signature to look up (exact dims now; symbolic dims slot in here).
+// The signature of a call: per argument dtype, shape and stride class (contiguous or not). The
+// data pointers' alignment is not part of it: no backend specializes on it, and a variant per
+// alignment would only recompile the same kernels for numpy arrays that happen to sit elsewhere.
+// Executables are memoized by signature. A SpecializationPolicy turns the arguments of a call into
+// the signature to look up (exact dims now; symbolic dims slot in here).
 #pragma once
 
 #include <kiln/array.h>
@@ -15,11 +17,9 @@ namespace kiln {
 struct ArgSig {
   DType dtype = DType::f32;
   bool contiguous = true;
-  bool aligned = true;  // data pointer 64-byte aligned
   std::vector<int64_t> shape;
   bool operator==(const ArgSig& o) const {
-    return dtype == o.dtype && contiguous == o.contiguous && aligned == o.aligned &&
-           shape == o.shape;
+    return dtype == o.dtype && contiguous == o.contiguous && shape == o.shape;
   }
 };
 

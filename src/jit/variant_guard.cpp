@@ -27,9 +27,31 @@ bool VariantGuard::bind(std::span<const Array> in, int64_t* dims) const {
         return false;
       }
     }
-    if (g.contiguous != a.is_contiguous() || g.aligned != is_aligned64(a)) return false;
+    if (g.contiguous != a.is_contiguous()) return false;
   }
   return true;
+}
+
+VariantGuard keep_symbols(const VariantGuard& g, std::span<const Array> args,
+                          const std::vector<bool>& keep) {
+  VariantGuard out;
+  out.args = g.args;
+  std::vector<int32_t> renumber(g.facts.size(), -1);
+  for (size_t i = 0; i < out.args.size(); ++i)
+    for (size_t d = 0; d < out.args[i].dims.size(); ++d) {
+      ir::Dim& dim = out.args[i].dims[d];
+      if (!dim.is_symbolic()) continue;
+      if (!keep[dim.sym]) {
+        dim = ir::Dim::concrete(args[i].shape()[d]);
+        continue;
+      }
+      if (renumber[dim.sym] < 0) {
+        renumber[dim.sym] = static_cast<int32_t>(out.facts.size());
+        out.facts.push_back(g.facts[dim.sym]);
+      }
+      dim = ir::Dim::symbol(renumber[dim.sym]);
+    }
+  return out;
 }
 
 int64_t VariantGuard::specificity() const {
@@ -47,7 +69,6 @@ std::string VariantGuard::str() const {
     if (i) s += " ";
     s += std::string(dtype_name(args[i].dtype)) + ir::shape_str(args[i].dims);
     if (!args[i].contiguous) s += ":strided";
-    if (!args[i].aligned) s += ":unaligned";
   }
   for (size_t sym = 0; sym < facts.size(); ++sym)
     s += (sym ? ", s" : "; s") + std::to_string(sym) + (facts[sym].multiple ? ">=2%16" : ">=2");

@@ -1,6 +1,6 @@
 // A variant's guard: what a call must look like for a compiled variant to serve it. Per argument
-// the dtype, the layout classes (contiguous, 64-byte aligned) and per dim either an exact extent or
-// a symbol. Symbols bind to the call's extents; each must be >= 2 (0 and 1 take exact variants),
+// the dtype, the layout class (contiguous or strided) and per dim either an exact extent or a
+// symbol. Symbols bind to the call's extents; each must be >= 2 (0 and 1 take exact variants),
 // equal wherever the symbol occurs (the relations the program relies on), and a multiple of
 // kSymbolMultiple where the variant assumes it. Checked on every call in a few nanoseconds.
 #pragma once
@@ -19,11 +19,9 @@ namespace kiln {
 struct ArgGuard {
   DType dtype = DType::f32;
   bool contiguous = true;
-  bool aligned = true;
   ir::Shape dims;
   bool operator==(const ArgGuard& o) const {
-    return dtype == o.dtype && contiguous == o.contiguous && aligned == o.aligned &&
-           dims == o.dims;
+    return dtype == o.dtype && contiguous == o.contiguous && dims == o.dims;
   }
 };
 
@@ -43,8 +41,9 @@ struct VariantGuard {
   bool operator==(const VariantGuard& o) const { return args == o.args && facts == o.facts; }
 };
 
-inline bool is_aligned64(const Array& a) {
-  return (reinterpret_cast<uintptr_t>(a.data()) & 63) == 0;
-}
+// `g` with the symbols for which keep[sym] is false made exact at `args`' extents, and the others
+// renumbered in argument and dim order (their facts kept).
+VariantGuard keep_symbols(const VariantGuard& g, std::span<const Array> args,
+                          const std::vector<bool>& keep);
 
 }  // namespace kiln

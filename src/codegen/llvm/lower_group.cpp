@@ -314,8 +314,7 @@ class Emitter {
     Value* lin = b_.getInt64(0);
     auto st = row_major(dims);
     for (size_t i = 0; i < idx.size(); ++i)
-      if (!ir::is_one(dims[i]))
-        lin = b_.CreateAdd(lin, mul_nsw(idx[i], st[i]), "", true, true);
+      if (!ir::is_one(dims[i])) lin = b_.CreateAdd(lin, mul_nsw(idx[i], st[i]), "", true, true);
     return lin;
   }
 
@@ -990,8 +989,8 @@ class Emitter {
 }  // namespace
 
 std::unique_ptr<llvm::Module> lower_group(llvm::LLVMContext& ctx, const ir::FusionGroup& g,
-                                          const std::vector<LeafLayout>& layouts,
-                                          DType out_storage, const ir::SymbolFacts& facts) {
+                                          const std::vector<LeafLayout>& layouts, DType out_storage,
+                                          const ir::SymbolFacts& facts) {
   KILN_CHECK(layouts.size() == g.leaves.size());
   Emitter e(ctx, g, layouts, out_storage, facts);
   return e.run();

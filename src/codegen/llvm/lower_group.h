@@ -22,7 +22,7 @@ inline constexpr const char* kKernelSymbol = "kiln_kernel";
 
 // Throws FusionRejected (codegen/schedule.h) when a reduction cannot be read per row.
 std::unique_ptr<llvm::Module> lower_group(llvm::LLVMContext& ctx, const ir::FusionGroup& g,
-                                          const std::vector<LeafLayout>& layouts,
-                                          DType out_storage, const ir::SymbolFacts& facts);
+                                          const std::vector<LeafLayout>& layouts, DType out_storage,
+                                          const ir::SymbolFacts& facts);
 
 }  // namespace kiln::llvmjit

@@ -302,8 +302,8 @@ class X86Kernel : public CompiledKernel {
     gp.epi.act = plan.act;
     if (p.has_bias) {
       const LeafStrides& lbias = leaves[p.bias.leaf];
-      gp.epi.bias = ptr(p.bias.leaf, lbias.symbolic ? resolve(p.bias, lbias, strides, dims).offset
-                                                     : bias_offset);
+      gp.epi.bias = ptr(
+          p.bias.leaf, lbias.symbolic ? resolve(p.bias, lbias, strides, dims).offset : bias_offset);
     }
     if (p.has_residual) {
       gp.epi.residual = ptr(p.residual.leaf, 0);
@@ -408,8 +408,8 @@ class X86Backend : public Backend {
     if (bleaf.op == Op::Constant && nb == 0 && b_broadcast && !k->dynamic_nk) {
       const Resolved& b = k->b_fixed;
       const float* data = reinterpret_cast<const float*>(bleaf.attrs.data->bytes.data()) + b.offset;
-      k->packed = x86::pack_b({data, b.stride[nb], b.stride[nb + 1]}, p.K.value,
-                              p.out_dims[nb + 1].value);
+      k->packed =
+          x86::pack_b({data, b.stride[nb], b.stride[nb + 1]}, p.K.value, p.out_dims[nb + 1].value);
       k->packed_source = bleaf.attrs.data;
     }
     // The listing of the kernels this problem runs (with dense strides where they are runtime).

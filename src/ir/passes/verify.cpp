@@ -43,7 +43,6 @@ void expect_same_dtype(const Node& n, const Node& in, const char* what) {
                      dt(n.dtype)));
 }
 
-
 void check_leaf(const Graph& g, const Node& n) {
   expect_inputs(n, 0);
   if (n.op == Op::Input) {
