@@ -227,3 +227,24 @@ TEST_CASE("a program that cannot take a dim symbolic keeps it exact", "[jit][dyn
   CHECK(st.compiles == 3);
   CHECK(any_contains(st.recompile_reasons, "kept exact"));
 }
+
+TEST_CASE("symbolic loop nests vectorize with run-time trip counts", "[jit][dynamic]") {
+  Rng rng(10);
+  auto body = [](Tensor x, Tensor y) { return kiln::tanh(x * 2.0f + y); };
+  Function f = kiln::jit(body, dynamic(DynamicMode::symbolic));
+  auto x = make_array(rng, {37, 53}, DType::f32);
+  auto y = make_array(rng, {37, 53}, DType::f32);
+  CheckOptions opt;
+  opt.function = &f;
+  CHECK(check_against_reference(body, {x, y}, opt));
+  // inspect() compiles the variant that serves the call: the symbolic one.
+  kiln::Inspection ins = f.inspect({x.array, y.array});
+  REQUIRE(ins.kernels.size() == 1);
+  const auto& k = ins.kernels[0];
+  INFO(k.source.substr(0, 4000));
+  CHECK(ins.graph.find("s0") != std::string::npos);
+  // Packed single-precision vector arithmetic on ymm or zmm registers.
+  bool vector = k.asm_text.find("ps\t%ymm") != std::string::npos ||
+                k.asm_text.find("ps\t%zmm") != std::string::npos;
+  CHECK(vector);
+}

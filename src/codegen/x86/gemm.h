@@ -145,7 +145,7 @@ class GemmPlan {
   void run(const GemmProblem& p, ThreadPool& pool, const PackedB* packed = nullptr) const;
   // As run(); pool == nullptr runs on the calling thread only (e.g. inside a parallel batch).
   void run_on(const GemmProblem& p, ThreadPool* pool, const PackedB* packed = nullptr) const;
-  const std::vector<KernelInfo>& kernels() const;
+  std::vector<KernelInfo> kernels() const;
   ~GemmPlan();
   struct Impl;
   explicit GemmPlan(std::unique_ptr<Impl> impl);

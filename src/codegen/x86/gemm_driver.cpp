@@ -31,6 +31,7 @@ namespace {
 constexpr int64_t kSmallVolume = 64 * 64 * 64;
 constexpr int64_t kSkinnyRows = 8;
 constexpr int64_t kSkinnyKBlock = 512;
+constexpr size_t kMaxPlans = 4096;
 
 std::atomic<int64_t> g_calls{0}, g_direct{0}, g_skinny{0}, g_packed{0};
 
@@ -66,7 +67,7 @@ struct GemmPlan::Impl {
   Path path = Path::empty;
   Isa isa = Isa::avx2;
   int64_t M = 0, N = 0, K = 0;
-  std::vector<KernelInfo> infos;
+  std::vector<const Kernel*> used;  // registry entries live as long as the process
   // direct
   const Kernel* direct = nullptr;
   bool copy_b = false;  // B's columns are not unit-stride: copy B row-major first
@@ -83,7 +84,7 @@ struct GemmPlan::Impl {
 
   const Kernel* use(const KernelDesc& d) {
     const Kernel& k = get_kernel(d);
-    infos.push_back(k.info);
+    used.push_back(&k);
     return &k;
   }
   void run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
@@ -94,7 +95,11 @@ struct GemmPlan::Impl {
 
 GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GemmPlan::~GemmPlan() = default;
-const std::vector<KernelInfo>& GemmPlan::kernels() const { return impl_->infos; }
+std::vector<KernelInfo> GemmPlan::kernels() const {
+  std::vector<KernelInfo> infos;
+  for (const Kernel* k : impl_->used) infos.push_back(k->info);
+  return infos;
+}
 
 namespace {
 
@@ -412,6 +417,9 @@ std::shared_ptr<const GemmPlan> cached_plan(const GemmProblem& p, Isa isa, int t
   }
   auto plan = GemmPlan::make(p, isa, threads, prepacked);
   std::unique_lock lock(mu);
+  // Symbolic extents make a plan per extent seen: keep the table bounded (plans are small and
+  // quick to remake; the kernels they use stay in the registry).
+  if (plans->size() >= kMaxPlans) plans->clear();
   return plans->try_emplace(key, std::move(plan)).first->second;
 }
 
