@@ -66,6 +66,9 @@ int64_t Array::numel() const {
 }
 
 bool Array::is_contiguous() const {
+  // An array with no elements is contiguous whatever its strides (numpy's rule).
+  for (int64_t d : shape_)
+    if (d == 0) return true;
   int64_t acc = 1;
   for (size_t i = shape_.size(); i-- > 0;) {
     if (shape_[i] != 1 && strides_[i] != acc) return false;

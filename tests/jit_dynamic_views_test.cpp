@@ -1,0 +1,655 @@
+// Symbolic variants of matmuls, attention, views, concatenation and conv2d against the reference
+// interpreter, and the ops that keep a dim exact (the model and DynCase: jit_dynamic_cases.h).
+#include "jit_dynamic_cases.h"
+
+namespace {
+const std::vector<Pattern>& matmul_patterns() {
+  static const std::vector<Pattern> v = {{Layout::contiguous},
+                                         {Layout::strided, Layout::contiguous},
+                                         {Layout::transposed, Layout::transposed},
+                                         {Layout::offset, Layout::negative},
+                                         {Layout::contiguous, Layout::transposed, Layout::strided},
+                                         {Layout::zero_stride, Layout::negative}};
+  return v;
+}
+}  // namespace
+
+TEST_CASE("dynamic ops: matmul with symbolic M, K, N, all three, float32 and float64",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 700;
+  auto body = [](Tensor x, Tensor w) { return kiln::matmul(x, w); };
+  struct Dims {
+    const char* name;
+    std::map<int, std::vector<int>> per_arg;  // the dims that vary
+    std::function<std::array<int64_t, 3>(int64_t)> mkn;
+  };
+  const std::vector<Dims> cases = {
+      {"symbolic M",
+       {{0, {0}}},
+       [](int64_t s) {
+         return std::array<int64_t, 3>{s, 24, 20};
+       }},
+      {"symbolic K",
+       {{0, {1}}, {1, {0}}},
+       [](int64_t s) {
+         return std::array<int64_t, 3>{5, s, 20};
+       }},
+      {"symbolic N",
+       {{1, {1}}},
+       [](int64_t s) {
+         return std::array<int64_t, 3>{5, 24, s};
+       }},
+  };
+  size_t k = 0;
+  for (DType t : {DType::f32, DType::f64}) {
+    for (const Dims& d : cases) {
+      // symbolic mode (the fixed dims are symbols too) and per_arg (they stay concrete).
+      for (bool per_arg : {false, true}) {
+        const std::string name = std::string(d.name) + " " + dt(t) + (per_arg ? " per_arg" : "");
+        auto c = dyn_case(name, body, per_arg ? per_arg_mode(d.per_arg) : symbolic_mode());
+        for (size_t pi = 0; pi < 2; ++pi) {
+          const auto& all = matmul_patterns();
+          const Pattern& p = all[pi == 0 ? 0 : 1 + k++ % (all.size() - 1)];
+          for (int64_t s : kSizes10) {
+            auto [m, kk, n] = d.mkn(s);
+            Rng rng(++seed);
+            c.run({make_array(rng, {m, kk}, t, lay(p, 0)), make_array(rng, {kk, n}, t, lay(p, 1))},
+                  dbl(kk), s_is(s) + " " + layouts_str(p));
+          }
+        }
+        c.expect_symbolic();
+      }
+    }
+    // All three symbolic, never equal to each other in one call (equal extents share a symbol,
+    // which is a different variant).
+    auto c = dyn_case("symbolic M, K, N " + dt(t), body, symbolic_mode());
+    const std::vector<std::array<int64_t, 3>> mkns = {
+        {16, 32, 48}, {48, 16, 32}, {2, 3, 5}, {3, 17, 2}, {17, 33, 3}, {33, 2, 17},
+        {1, 5, 7},    {5, 1, 7},    {7, 5, 1}, {0, 5, 3},  {4, 0, 3},   {3, 4, 0}};
+    for (size_t pi = 0; pi < 3; ++pi) {
+      const Pattern& p = matmul_patterns()[pi];
+      for (auto [m, kk, n] : mkns) {
+        Rng rng(++seed);
+        c.run({make_array(rng, {m, kk}, t, lay(p, 0)), make_array(rng, {kk, n}, t, lay(p, 1))},
+              dbl(kk),
+              "m,k,n=" + std::to_string(m) + "," + std::to_string(kk) + "," + std::to_string(n) +
+                  " " + layouts_str(p));
+      }
+    }
+    c.expect_symbolic();
+    // Square operands: x [s, s] @ w [s, s] is one symbol (the variant relies on the equality),
+    // then a non-square call needs a variant of its own.
+    auto sq = dyn_case("square matmul " + dt(t), body, symbolic_mode());
+    for (int64_t s : kSizes) {
+      Rng rng(++seed);
+      sq.run({make_array(rng, {s, s}, t), make_array(rng, {s, s}, t, Layout::transposed)}, dbl(s),
+             s_is(s) + " [s,s]@[s,s]");
+    }
+    for (int64_t s : {5, 17}) {
+      Rng rng(++seed);
+      sq.run({make_array(rng, {s, s + 1}, t), make_array(rng, {s + 1, s}, t, Layout::transposed)},
+             dbl(s + 1), s_is(s) + " [s,s+1]@[s+1,s]");
+    }
+    sq.expect_symbolic();
+  }
+}
+
+TEST_CASE("dynamic ops: batched matmul with a symbolic batch, broadcast weights",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 800;
+  for (DType t : {DType::f32, DType::f64}) {
+    auto batched = [](Tensor x, Tensor w) { return kiln::matmul(x, w); };
+    auto c = dyn_case("batched matmul " + dt(t), batched, symbolic_mode());
+    auto bcast = [](Tensor x, Tensor w, Tensor v) {
+      return std::vector<Tensor>{kiln::matmul(x, w), kiln::matmul(x, v)};
+    };
+    auto cb = dyn_case("batched matmul, broadcast weight " + dt(t), bcast, symbolic_mode());
+    for (const Pattern& p :
+         {Pattern{Layout::contiguous}, Pattern{Layout::strided, Layout::transposed},
+          Pattern{Layout::transposed, Layout::offset}}) {
+      for (int64_t s : kSizes10) {
+        Rng rng(++seed);
+        c.run({make_array(rng, {s, 4, 6}, t, lay(p, 0)), make_array(rng, {s, 6, 5}, t, lay(p, 1))},
+              6, s_is(s) + " [s,4,6]@[s,6,5] " + layouts_str(p));
+        cb.run({make_array(rng, {s, 4, 6}, t, lay(p, 0)), make_array(rng, {6, 5}, t, lay(p, 1)),
+                make_array(rng, {6}, t, lay(p, 1))},
+               6, s_is(s) + " [s,4,6]@[6,5] and @[6] " + layouts_str(p));
+      }
+      for (int64_t s : kSizes) {  // the rows vary too: [5, s, 6] @ [5, 6, 7]
+        Rng rng(++seed);
+        c.run({make_array(rng, {5, s, 6}, t, lay(p, 0)), make_array(rng, {5, 6, 7}, t, lay(p, 1))},
+              6, s_is(s) + " [5,s,6]@[5,6,7] " + layouts_str(p));
+      }
+    }
+    c.expect_symbolic();
+    cb.expect_symbolic();
+  }
+}
+
+TEST_CASE("dynamic ops: matmul of a transposed operand (x.T @ w)", "[jit][dynamic_ops]") {
+  uint64_t seed = 900;
+  for (DType t : {DType::f32, DType::f64}) {
+    auto body = [](Tensor x, Tensor w) {
+      return std::vector<Tensor>{kiln::matmul(x.T(), w), kiln::matmul(w.T(), x)};
+    };
+    // x [12, s]: x.T is [s, 12]; w [12, 10]; w.T @ x is [10, s].
+    auto c = dyn_case("x.T @ w " + dt(t), body, symbolic_mode());
+    auto cp = dyn_case("x.T @ w " + dt(t) + " per_arg", body, per_arg_mode({{0, {1}}}));
+    for (const Pattern& p : {Pattern{Layout::contiguous}, Pattern{Layout::transposed},
+                             Pattern{Layout::transposed, Layout::contiguous},
+                             Pattern{Layout::strided, Layout::negative}}) {
+      for (int64_t s : kSizes10) {
+        Rng rng(++seed);
+        std::vector<TestArray> in = {make_array(rng, {12, s}, t, lay(p, 0)),
+                                     make_array(rng, {12, 10}, t, lay(p, 1))};
+        c.run(in, 12, s_is(s) + " " + layouts_str(p));
+        cp.run(in, 12, s_is(s) + " " + layouts_str(p));
+      }
+    }
+    c.expect_symbolic();
+    cp.expect_symbolic();
+  }
+}
+
+TEST_CASE("dynamic ops: matmul + bias + gelu/relu/silu epilogues", "[jit][dynamic_ops]") {
+  uint64_t seed = 1000;
+  struct Epi {
+    const char* name;
+    std::function<Tensor(Tensor)> fn;
+  };
+  const std::vector<Epi> epis = {{"gelu", [](Tensor y) { return kiln::gelu(y); }},
+                                 {"gelu_tanh", [](Tensor y) { return kiln::gelu(y, true); }},
+                                 {"relu", [](Tensor y) { return kiln::relu(y); }},
+                                 {"silu", [](Tensor y) { return kiln::silu(y); }}};
+  size_t k = 0;
+  for (DType t : {DType::f32, DType::f64}) {
+    for (const Epi& e : epis) {
+      auto fn = e.fn;
+      auto body = [fn](Tensor x, Tensor w, Tensor b) { return fn(kiln::matmul(x, w) + b); };
+      const std::string name = std::string("matmul + bias + ") + e.name + " " + dt(t);
+      auto c = dyn_case(name, body, symbolic_mode());
+      auto cp = dyn_case(name + " per_arg", body, per_arg_mode({{0, {0}}}));
+      for (size_t pi = 0; pi < 2; ++pi) {
+        const auto& all = matmul_patterns();
+        const Pattern& p = all[pi == 0 ? 0 : 1 + k++ % (all.size() - 1)];
+        for (int64_t s : kSizes10) {
+          Rng rng(++seed);
+          std::vector<TestArray> in = {make_array(rng, {s, 24}, t, lay(p, 0)),
+                                       make_array(rng, {24, 40}, t, lay(p, 1)),
+                                       make_array(rng, {40}, t, lay(p, 2))};
+          c.run(in, 24, s_is(s) + " " + layouts_str(p));
+          cp.run(in, 24, s_is(s) + " " + layouts_str(p));
+        }
+      }
+      c.expect_symbolic();
+      cp.expect_symbolic();
+    }
+  }
+}
+
+TEST_CASE("dynamic ops: a transformer MLP block with symbolic tokens and hidden size",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 1100;
+  auto body = [](Tensor x, Tensor w1, Tensor b1, Tensor w2) {
+    Tensor h = kiln::gelu(kiln::matmul(kiln::layer_norm(x), w1) + b1);
+    return x + kiln::matmul(h, w2);
+  };
+  auto c = dyn_case("mlp block", body, symbolic_mode());
+  for (int64_t d : {32, 24}) {
+    for (int64_t s : kSizes10) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {s, d}, DType::f32), make_array(rng, {d, 40}, DType::f32),
+             make_array(rng, {40}, DType::f32), make_array(rng, {40, d}, DType::f32)},
+            40, s_is(s) + " d=" + std::to_string(d));
+    }
+  }
+  c.expect_symbolic();
+}
+
+TEST_CASE("dynamic ops: attention with a symbolic sequence length (and batch)",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 1150;
+  // scores [s, s]: both dims one symbol; softmax over it; then back to [s, 16].
+  auto body = [](Tensor q, Tensor k, Tensor v) {
+    return kiln::matmul(kiln::softmax(kiln::matmul(q, k.T()) * 0.25f), v);
+  };
+  for (DType t : {DType::f32, DType::f64}) {
+    auto c = dyn_case("attention " + dt(t), body, symbolic_mode());
+    for (const Pattern& p :
+         {Pattern{Layout::contiguous}, Pattern{Layout::transposed, Layout::strided}}) {
+      for (int64_t s : kSizes1) {
+        Rng rng(++seed);
+        c.run({make_array(rng, {s, 12}, t, lay(p, 0)), make_array(rng, {s, 12}, t, lay(p, 1)),
+               make_array(rng, {s, 12}, t, lay(p, 2))},
+              dbl(s) + 12, s_is(s) + " " + layouts_str(p));
+      }
+    }
+    c.expect_symbolic();
+  }
+  // Batched, with the batch and the sequence both symbolic: q, k, v [b, s, 8].
+  auto bbody = [](Tensor q, Tensor k, Tensor v) {
+    Tensor scores = kiln::matmul(q, kiln::transpose(k, {0, 2, 1}));
+    return kiln::matmul(kiln::softmax(scores, -1), v);
+  };
+  auto c = dyn_case("batched attention", bbody, symbolic_mode());
+  for (auto [b, s] : std::vector<std::pair<int64_t, int64_t>>{
+           {3, 16}, {2, 48}, {3, 17}, {5, 2}, {2, 33}, {4, 3}, {1, 7}, {3, 1}}) {
+    Rng rng(++seed);
+    c.run({make_array(rng, {b, s, 8}, DType::f32), make_array(rng, {b, s, 8}, DType::f32),
+           make_array(rng, {b, s, 8}, DType::f32, Layout::strided)},
+          dbl(s) + 8, "b=" + std::to_string(b) + " " + s_is(s));
+  }
+  c.expect_symbolic();
+}
+
+TEST_CASE("dynamic ops: layer_norm and softmax over a symbolic axis that is not the last",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 1170;
+  auto body = [](Tensor x, Tensor w) {  // x [s, 6]; w [s]: normalized over axis 0
+    return std::vector<Tensor>{kiln::layer_norm(x, Tensor(), Tensor(), 0),
+                               kiln::rms_norm(x.T(), w, -1).T(), kiln::log_softmax(x, -2)};
+  };
+  for (DType t : {DType::f32, DType::f16}) {
+    auto c = dyn_case("norms over axis 0 " + dt(t), body, symbolic_mode());
+    for (const Pattern& p : {Pattern{Layout::contiguous}, Pattern{Layout::transposed}}) {
+      for (int64_t s : kSizes1) {
+        Rng rng(++seed);
+        c.run({make_array(rng, {s, 6}, t, lay(p, 0), Values::wide), make_array(rng, {s}, t)},
+              std::max(4.0, std::sqrt(dbl(s))), s_is(s) + " " + layouts_str(p));
+      }
+    }
+    c.expect_symbolic();
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Views
+
+TEST_CASE("dynamic ops: transpose and permute", "[jit][dynamic_ops]") {
+  uint64_t seed = 1200;
+  for (DType t : {DType::f32, DType::i64, DType::boolean, DType::f16}) {
+    auto body = [](Tensor x) {
+      return std::vector<Tensor>{x.transpose({2, 0, 1}), x.T() * x.T(),
+                                 kiln::transpose(x, {1, 0, 2}).sum(-1), x.transpose({0, 2, 1})};
+    };
+    auto c = dyn_case("permute " + dt(t), body, symbolic_mode());
+    for (const Pattern& p : {Pattern{Layout::contiguous}, Pattern{Layout::transposed},
+                             Pattern{Layout::strided}, Pattern{Layout::negative}}) {
+      for (int64_t s : kSizes10) {
+        Rng rng(++seed);
+        c.run({make_array(rng, {s, 5, 7}, t, lay(p, 0))}, 7,
+              s_is(s) + " [s,5,7] " + layouts_str(p));
+      }
+      for (int64_t s : kSizes) {
+        Rng rng(++seed);
+        c.run({make_array(rng, {4, 5, s}, t, lay(p, 0))}, dbl(s),
+              s_is(s) + " [4,5,s] " + layouts_str(p));
+      }
+    }
+    c.expect_symbolic();
+  }
+}
+
+TEST_CASE("dynamic ops: reshape with -1 ([s,4,8] -> [-1,32] and back; [s] -> [-1,1])",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 1300;
+  for (DType t : {DType::f32, DType::i32}) {
+    // per_arg: only s is a symbol (in symbolic mode 4 and 8 would be symbols as well, and 4 * 8
+    // a product of symbols: see the fallback cases).
+    auto body = [](Tensor x) {
+      Tensor flat = x.reshape({-1, 32});
+      return std::vector<Tensor>{flat * 2.0,
+                                 (flat + 1.0).reshape({-1, 4, 8}) + x,
+                                 x.reshape({-1, 2, 16}),
+                                 kiln::reshape(x, {-1, 8, 4}).sum(-1),
+                                 x.reshape({-1, 32, 1}),
+                                 flat.reshape({1, -1, 4, 8})};
+    };
+    auto c = dyn_case("reshape -1 " + dt(t), body, per_arg_mode({{0, {0}}}));
+    for (const Pattern& p : {Pattern{Layout::contiguous}, Pattern{Layout::strided},
+                             Pattern{Layout::transposed}, Pattern{Layout::offset}}) {
+      for (int64_t s : kSizes10) {
+        Rng rng(++seed);
+        c.run({make_array(rng, {s, 4, 8}, t, lay(p, 0))}, 4, s_is(s) + " " + layouts_str(p));
+      }
+    }
+    c.expect_symbolic();
+  }
+  // A regrouping around the symbol: [s, 4, 8] -> [2, s, 16] keeps one symbol and the concrete
+  // product, but moves the symbol inward: a row-major reshape, not a relabelling of dims.
+  {
+    auto body = [](Tensor x) { return x.reshape({2, -1, 16}) + 0.0f; };
+    auto c = dyn_case("reshape [s,4,8] -> [2,-1,16]", body, per_arg_mode({{0, {0}}}));
+    for (int64_t s : kSizes10) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {s, 4, 8}, DType::f32)}, 1, s_is(s));
+    }
+    c.expect_symbolic();
+  }
+  // symbolic mode: a 1-d tensor gains unit dims (its one symbol stays a dim of its own).
+  {
+    auto body = [](Tensor x, Tensor y) {
+      return std::vector<Tensor>{x.reshape({-1, 1}) * y.reshape({1, -1}), x.reshape({1, -1, 1}),
+                                 (x.reshape({-1, 1}) + 1.0f).reshape({-1})};
+    };
+    auto c = dyn_case("reshape [s] -> [-1,1]", body, symbolic_mode());
+    for (const Pattern& p :
+         {Pattern{Layout::contiguous}, Pattern{Layout::negative, Layout::strided}}) {
+      for (int64_t s : kSizes10) {
+        Rng rng(++seed);
+        c.run({make_array(rng, {s}, DType::f32, lay(p, 0)),
+               make_array(rng, {7}, DType::f32, lay(p, 1))},
+              1, s_is(s) + " " + layouts_str(p));
+      }
+    }
+    c.expect_symbolic();
+  }
+}
+
+TEST_CASE("dynamic ops: index 0 and 1 on a symbolic axis, full slices, new axes, ellipsis",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 1400;
+  for (DType t : {DType::f32, DType::i8, DType::boolean}) {
+    auto body = [](Tensor x) {  // x [s, 5, 7]: every dim a symbol
+      return std::vector<Tensor>{x.index({Index::at(0)}),
+                                 x.index({Index::at(1)}),
+                                 x.index({Index::slice(), Index::at(1)}),
+                                 x.index({Index::ellipsis(), Index::at(0)}),
+                                 x.index({Index::at(1), Index::slice(), Index::at(0)}),
+                                 x.index({Index::slice(), Index::new_axis()}),
+                                 x.index({Index::new_axis(), Index::ellipsis(), Index::new_axis()}),
+                                 x.index({Index::slice(), Index::slice(), Index::slice()}),
+                                 x.index({Index::slice(0, std::nullopt, 1), Index::ellipsis()}),
+                                 x.index({Index::at(0)}) == x.index({Index::at(1)})};
+    };
+    auto c = dyn_case("index " + dt(t), body, symbolic_mode());
+    for (const Pattern& p :
+         {Pattern{Layout::contiguous}, Pattern{Layout::strided}, Pattern{Layout::transposed},
+          Pattern{Layout::negative}, Pattern{Layout::offset}}) {
+      for (int64_t s : kSizes) {  // index 1 needs an extent of at least 2
+        Rng rng(++seed);
+        c.run({make_array(rng, {s, 5, 7}, t, lay(p, 0))}, 1, s_is(s) + " " + layouts_str(p));
+      }
+    }
+    c.expect_symbolic();
+  }
+}
+
+TEST_CASE("dynamic ops: broadcast_to with symbolic dims (-1) and new leading dims",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 1500;
+  // The target shape comes from the traced shapes: a symbolic dim reports -1, which broadcast_to
+  // takes as "x's own symbolic dim here"; the reference trace sees the concrete extents.
+  auto body = [](Tensor x, Tensor b) {  // x [s, 1], b [n]
+    std::vector<int64_t> xs = x.shape(), bs = b.shape();
+    return std::vector<Tensor>{
+        kiln::broadcast_to(x, {xs[0], 6}), kiln::broadcast_to(x, {2, xs[0], 6}) * 2.0f,
+        kiln::broadcast_to(b, {3, bs[0]}), kiln::broadcast_to(b, {2, 1, bs[0]}) + 1.0f};
+  };
+  auto c = dyn_case("broadcast_to", body, symbolic_mode());
+  for (const Pattern& p : {Pattern{Layout::contiguous}, Pattern{Layout::strided, Layout::negative},
+                           Pattern{Layout::offset, Layout::zero_stride}}) {
+    for (int64_t s : kSizes10) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {s, 1}, DType::f32, lay(p, 0)),
+             make_array(rng, {s == 2 ? 5 : 2}, DType::f32, lay(p, 1))},
+            1, s_is(s) + " " + layouts_str(p));
+    }
+    for (int64_t n : kSizes10) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {4, 1}, DType::f32, lay(p, 0)),
+             make_array(rng, {n}, DType::f32, lay(p, 1))},
+            1, "n=" + std::to_string(n) + " " + layouts_str(p));
+    }
+  }
+  c.expect_symbolic();
+}
+
+// ------------------------------------------------------------------------------------------------
+// concatenate, conv2d
+
+TEST_CASE("dynamic ops: concatenate along a concrete axis of symbolic-row tensors",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 1600;
+  for (DType t : {DType::f32, DType::i32, DType::boolean, DType::bf16}) {
+    // [s,5], [s,7] (int8), [s,1], [s,0]
+    auto body = [](Tensor x, Tensor y, Tensor z, Tensor e) {
+      return std::vector<Tensor>{kiln::concatenate({x, y}, 1), kiln::concatenate({x, z, x}, -1),
+                                 kiln::concatenate({y, y}, 1) * 2.0,
+                                 kiln::concatenate({z, x}, 1).sum(-1),
+                                 kiln::concatenate({e, x, e, z}, 1)};
+    };
+    // per_arg: the rows are symbols, the column counts concrete.
+    auto c = dyn_case("concatenate axis 1 " + dt(t), body,
+                      per_arg_mode({{0, {0}}, {1, {0}}, {2, {0}}, {3, {0}}}));
+    for (const Pattern& p : {Pattern{Layout::contiguous},
+                             Pattern{Layout::strided, Layout::transposed, Layout::negative},
+                             Pattern{Layout::offset, Layout::contiguous}}) {
+      for (int64_t s : kSizes10) {
+        Rng rng(++seed);
+        c.run({make_array(rng, {s, 5}, t, lay(p, 0)), make_array(rng, {s, 7}, DType::i8, lay(p, 1)),
+               make_array(rng, {s, 1}, t, lay(p, 2)), make_array(rng, {s, 0}, t, lay(p, 2))},
+              13, s_is(s) + " " + layouts_str(p));
+      }
+    }
+    c.expect_symbolic();
+  }
+  // symbolic mode: every dim of extent >= 2 is a symbol, so only an axis of extent 1 per piece is
+  // concrete; concatenating those is expressible.
+  auto body = [](Tensor x, Tensor y) {
+    return std::vector<Tensor>{kiln::concatenate({x, y}, 1),
+                               kiln::concatenate({x, y, x}, -1) + 1.0f};
+  };
+  auto c = dyn_case("concatenate unit columns, symbolic mode", body, symbolic_mode());
+  for (const Pattern& p : {Pattern{Layout::contiguous}, Pattern{Layout::strided, Layout::offset}}) {
+    for (int64_t s : kSizes10) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {s, 1}, DType::f32, lay(p, 0)),
+             make_array(rng, {s, 1}, DType::f32, lay(p, 1))},
+            1, s_is(s) + " " + layouts_str(p));
+    }
+  }
+  c.expect_symbolic();
+}
+
+TEST_CASE("dynamic ops: conv2d with a symbolic batch (float32)", "[jit][dynamic_ops]") {
+  uint64_t seed = 1700;
+  struct Conv {
+    const char* name;
+    std::vector<int64_t> x, w;  // x without its batch dim
+    kiln::Conv2dParams p;
+  };
+  kiln::Conv2dParams pad1;
+  pad1.padding[0] = pad1.padding[1] = 1;
+  kiln::Conv2dParams strided;
+  strided.stride[0] = strided.stride[1] = 2;
+  strided.groups = 2;
+  kiln::Conv2dParams dilated;
+  dilated.dilation[0] = 2;
+  dilated.padding[1] = 1;
+  const std::vector<Conv> convs = {{"3x3 pad 1", {3, 6, 6}, {4, 3, 3, 3}, pad1},
+                                   {"stride 2 groups 2", {4, 7, 7}, {6, 2, 3, 3}, strided},
+                                   {"dilation 2", {2, 7, 5}, {3, 2, 3, 2}, dilated}};
+  for (const Conv& cv : convs) {
+    kiln::Conv2dParams p = cv.p;
+    auto body = [p](Tensor x, Tensor w, Tensor b) {
+      return std::vector<Tensor>{kiln::conv2d(x, w, b, p),
+                                 kiln::relu(kiln::conv2d(x, w, Tensor(), p))};
+    };
+    auto c = dyn_case(std::string("conv2d ") + cv.name, body, per_arg_mode({{0, {0}}}));
+    const double kk = static_cast<double>(cv.w[1] * cv.w[2] * cv.w[3]);
+    for (const Pattern& pat :
+         {Pattern{Layout::contiguous}, Pattern{Layout::strided, Layout::contiguous},
+          Pattern{Layout::transposed, Layout::negative}}) {
+      for (int64_t s : {16, 32, 2, 3, 17, 1, 0}) {
+        Rng rng(++seed);
+        std::vector<int64_t> xs = {s};
+        xs.insert(xs.end(), cv.x.begin(), cv.x.end());
+        c.run({make_array(rng, xs, DType::f32, lay(pat, 0)),
+               make_array(rng, cv.w, DType::f32, lay(pat, 1)),
+               make_array(rng, {cv.w[0]}, DType::f32, lay(pat, 2))},
+              kk, s_is(s) + " " + layouts_str(pat));
+      }
+    }
+    c.expect_symbolic();
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Large extents: the thread split (parallel extent and grain) is evaluated per call from the
+// symbols. These sizes give several chunks per kernel (about 64K operations each).
+
+TEST_CASE("dynamic ops: large symbolic extents split across threads", "[jit][dynamic_ops]") {
+  uint64_t seed = 1750;
+  for (DType t : {DType::f32, DType::i64}) {
+    auto body = [](Tensor x, Tensor b) {
+      return std::vector<Tensor>{(x * 2.0 + b) * x, kiln::maximum(x, b) - 1.0};
+    };
+    auto c = dyn_case("large elementwise " + dt(t), body, symbolic_mode());
+    for (int64_t s : {16, 4099, 2400, 9001, 17, 4096}) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {s, 7}, t, s % 2 ? Layout::strided : Layout::contiguous),
+             make_array(rng, {7}, t)},
+            1, s_is(s));
+    }
+    c.expect_symbolic();
+  }
+  {
+    auto body = [](Tensor x) {  // over the symbolic axis: few rows of many elements
+      return std::vector<Tensor>{x.sum(0), x.max(0, true), x.mean(-2)};
+    };
+    auto c = dyn_case("large reduction over the symbolic axis", body, symbolic_mode());
+    for (int64_t s : {4096, 20001, 9000, 3}) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {s, 7}, DType::f32, s % 2 ? Layout::transposed : Layout::contiguous)},
+            dbl(s), s_is(s));
+    }
+    c.expect_symbolic();
+  }
+  {
+    auto body = [](Tensor x, Tensor w) {  // many rows
+      return std::vector<Tensor>{kiln::softmax(x), kiln::rms_norm(x, w)};
+    };
+    auto c = dyn_case("large row kernels", body, symbolic_mode());
+    for (int64_t s : {2048, 2100, 3001, 5}) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {s, 64}, DType::f32, s % 2 ? Layout::offset : Layout::contiguous,
+                        Values::wide),
+             make_array(rng, {64}, DType::f32)},
+            8, s_is(s));
+    }
+    c.expect_symbolic();
+  }
+  for (DType t : {DType::f32, DType::f64}) {
+    auto body = [](Tensor x, Tensor w, Tensor b) { return kiln::relu(kiln::matmul(x, w) + b); };
+    auto c = dyn_case("large matmul " + dt(t), body, symbolic_mode());
+    for (int64_t s : {512, 517, 300, 1001, 7}) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {s, 24}, t, s % 2 ? Layout::strided : Layout::contiguous),
+             make_array(rng, {24, 20}, t), make_array(rng, {20}, t)},
+            24, s_is(s));
+    }
+    c.expect_symbolic();
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Caller-owned outputs with a zero extent after the first dim: Array::empty gives them strides
+// that Array::is_contiguous rejects, and Function::call then refuses them ("must be a contiguous
+// array of shape [5,0], got [5,0] (strided)"). Exact and symbolic variants alike.
+
+TEST_CASE("dynamic ops: f.call into Array::empty outputs with a zero extent",
+          "[jit][dynamic_ops]") {
+  CHECK(Array::empty({5, 0}, DType::f32).is_contiguous());
+  CHECK(Array::empty({2, 0, 3}, DType::f32).is_contiguous());
+  auto body = [](Tensor x, Tensor w) { return kiln::matmul(x, w); };
+  for (DynamicMode m : {DynamicMode::exact, DynamicMode::symbolic}) {
+    Options o;
+    o.dynamic = m;
+    kiln::Function f = kiln::jit(body, o);
+    std::vector<Array> in = {Array::empty({5, 24}, DType::f32), Array::empty({24, 0}, DType::f32)};
+    std::vector<Array> out = {Array::empty({5, 0}, DType::f32)};
+    CHECK_NOTHROW(f.call(in, out));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The fallback: ops that cannot take a symbolic extent keep those dims exact, and say so; the
+// symbols the program does take stay symbolic.
+
+TEST_CASE("dynamic ops: a bounded slice on a symbolic axis keeps that axis exact",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 1800;
+  auto body = [](Tensor x) {
+    return std::vector<Tensor>{x.index({Index::slice(1, std::nullopt)}) * 3.0f,
+                               x.index({Index::slice(std::nullopt, std::nullopt, 2)}),
+                               x.index({Index::slice(std::nullopt, -1)}).sum(0)};
+  };
+  auto c = dyn_case("bounded slice", body, symbolic_mode());
+  const std::vector<int64_t> sizes = {4, 16, 5, 33, 4, 2, 16, 1};
+  for (int64_t s : sizes) {
+    Rng rng(++seed);
+    c.run({make_array(rng, {s, 3}, DType::f32)}, dbl(s), s_is(s));
+  }
+  // Dim 0 exact: one variant per distinct extent; dim 1 (3) stays a symbol.
+  c.expect_fallback({{0, 0}}, {{0, 1}},
+                    static_cast<int64_t>(std::set<int64_t>(sizes.begin(), sizes.end()).size()));
+}
+
+TEST_CASE("dynamic ops: index -1 on a symbolic axis keeps that axis exact", "[jit][dynamic_ops]") {
+  uint64_t seed = 1850;
+  auto body = [](Tensor x) { return x.index({Index::at(-1)}) + 1.0f; };
+  auto c = dyn_case("index -1", body, symbolic_mode());
+  for (int64_t s : {4, 16, 5, 4}) {
+    Rng rng(++seed);
+    c.run({make_array(rng, {s, 3}, DType::f32)}, 1, s_is(s));
+  }
+  c.expect_fallback({{0, 0}}, {{0, 1}}, 3);
+}
+
+TEST_CASE("dynamic ops: concatenate along a symbolic axis keeps that axis exact",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 1900;
+  auto body = [](Tensor x, Tensor y) {
+    return std::vector<Tensor>{kiln::concatenate({x, y}, 0),
+                               kiln::concatenate({y, x, y}, 0) * 2.0f};
+  };
+  auto c = dyn_case("concatenate axis 0", body, symbolic_mode());
+  const std::vector<std::pair<int64_t, int64_t>> sizes = {
+      {4, 5}, {16, 2}, {5, 4}, {4, 5}, {17, 17}};
+  for (auto [a, b] : sizes) {
+    Rng rng(++seed);
+    c.run({make_array(rng, {a, 3}, DType::f32), make_array(rng, {b, 3}, DType::f32)}, 1,
+          "rows " + std::to_string(a) + " and " + std::to_string(b));
+  }
+  // Both pieces' rows exact (4 distinct pairs); the shared column count stays a symbol.
+  c.expect_fallback({{0, 0}, {1, 0}}, {{0, 1}, {1, 1}}, 4);
+}
+
+TEST_CASE("dynamic ops: reshapes merging symbols and conv2d spatial dims keep those dims exact",
+          "[jit][dynamic_ops]") {
+  uint64_t seed = 2000;
+  {
+    // symbolic mode: 4 and 8 are symbols too, and [-1, 32] would need their product; the
+    // leading dim alone is expressible and stays a symbol.
+    auto body = [](Tensor x) { return x.reshape({-1, 32}) * 2.0f; };
+    auto c = dyn_case("reshape merging symbols", body, symbolic_mode());
+    for (int64_t s : {3, 16, 5, 3, 33, 1}) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {s, 4, 8}, DType::f32)}, 1, s_is(s));
+    }
+    c.expect_fallback({{0, 1}, {0, 2}}, {{0, 0}}, 2);  // s >= 2, and s = 1
+  }
+  {
+    // symbolic mode: the channels, spatial dims and the weight are kept exact, the batch stays
+    // a symbol.
+    auto body = [](Tensor x, Tensor w) { return kiln::conv2d(x, w); };
+    auto c = dyn_case("conv2d in symbolic mode", body, symbolic_mode());
+    for (int64_t s : {2, 3, 16, 17, 2, 1}) {
+      Rng rng(++seed);
+      c.run({make_array(rng, {s, 3, 6, 6}, DType::f32), make_array(rng, {4, 3, 3, 3}, DType::f32)},
+            27, s_is(s));
+    }
+    c.expect_fallback({{0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}, {1, 2}, {1, 3}}, {{0, 0}}, 2);
+  }
+}
