@@ -72,7 +72,7 @@ TEST_CASE("memory cache is bounded in bytes", "[memory_cache]") {
   REQUIRE(mc.size() == 2);
 }
 
-TEST_CASE("signatures separate dtype, shape, stride class and alignment", "[signature]") {
+TEST_CASE("signatures separate dtype, shape and stride class, not alignment", "[signature]") {
   alignas(64) float buf[64] = {};
   auto sig = [&](kiln::Array a) { return kiln::exact_signature(std::vector<kiln::Array>{a}); };
   auto base = sig(kiln::Array::view(buf, {4, 8}, kiln::f32));
@@ -80,7 +80,8 @@ TEST_CASE("signatures separate dtype, shape, stride class and alignment", "[sign
   REQUIRE_FALSE(base == sig(kiln::Array::view(buf, {8, 4}, kiln::f32)));
   REQUIRE_FALSE(base == sig(kiln::Array::view(buf, {4, 8}, kiln::i32)));
   REQUIRE_FALSE(base == sig(kiln::Array::view(buf, {4, 8}, kiln::f32, {1, 4})));
-  REQUIRE_FALSE(base == sig(kiln::Array::view(buf + 1, {4, 8}, kiln::f32)));
+  // No backend specializes on the data pointer's alignment: it is not a variant of its own.
+  REQUIRE(base == sig(kiln::Array::view(buf + 1, {4, 8}, kiln::f32)));
   REQUIRE(sig(kiln::Array::view(buf, {4, 8}, kiln::f32, {1, 4})).str().find("strided") !=
           std::string::npos);
 }
