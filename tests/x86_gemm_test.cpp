@@ -187,12 +187,14 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
       GemmStats after = stats();
       if (after.direct_calls > before.direct_calls) return "direct";
       if (after.skinny_calls > before.skinny_calls) return "skinny";
+      if (after.stream_calls > before.stream_calls) return "stream";
       if (after.packed_calls > before.packed_calls) return "packed";
       return "none";
     };
     CHECK(std::string(path_of({16, 16, 16})) == "direct");
     CHECK(std::string(path_of({23, 57, 91})) == "direct");
-    CHECK(std::string(path_of({1, 2048, 512})) == "skinny");
+    CHECK(std::string(path_of({1, 2048, 512})) == "stream");
+    CHECK(std::string(path_of({4, 2048, 512})) == "skinny");
     CHECK(std::string(path_of({256, 256, 256})) == "packed");
   }
 }

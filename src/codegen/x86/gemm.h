@@ -120,7 +120,8 @@ std::string listing_for(const GemmProblem& p, Isa isa);
 struct GemmStats {
   int64_t calls = 0;         // gemm / gemm_prepacked / each gemm_batched
   int64_t direct_calls = 0;  // ran unpacked, fully specialized kernels (small shapes)
-  int64_t skinny_calls = 0;  // M <= 8 (GEMV-like), unpacked, split over N
+  int64_t skinny_calls = 0;  // 2 <= M <= 8 (GEMV-like), unpacked, split over N
+  int64_t stream_calls = 0;  // M = 1 (GEMV): B streamed row by row, split over N
   int64_t packed_calls = 0;  // BLIS path
   int64_t kernels_generated = 0;
   double codegen_ms_total = 0;

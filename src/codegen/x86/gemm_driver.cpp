@@ -33,12 +33,17 @@ constexpr int64_t kSkinnyRows = 8;
 constexpr int64_t kSkinnyKBlock = 512;
 constexpr size_t kMaxPlans = 4096;
 
-std::atomic<int64_t> g_calls{0}, g_direct{0}, g_skinny{0}, g_packed{0};
+std::atomic<int64_t> g_calls{0}, g_direct{0}, g_skinny{0}, g_stream{0}, g_packed{0};
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-enum class Path : uint8_t { empty, direct, skinny, packed };
+enum class Path : uint8_t { empty, direct, skinny, stream, packed };
+
+// Stream (GEMV) chunks: at most this many columns (C's chunk stays in L1), at least kStreamMin
+// per thread's share so that small N is not split into slivers.
+constexpr int64_t kStreamMaxCols = 4096;
+constexpr int64_t kStreamMinCols = 256;
 
 // Largest byte displacement a direct kernel over [rows x cols] would encode.
 bool direct_disp_fits(const GemmProblem& p, int64_t rows, int64_t cols, int64_t b_rs) {
@@ -47,6 +52,14 @@ bool direct_disp_fits(const GemmProblem& p, int64_t rows, int64_t cols, int64_t 
                         (p.K + 16) * mag(b_rs) + rows * mag(p.ldc) + rows * mag(p.epi.ld_residual) +
                         cols + 64;
   return elems < (int64_t{1} << 28);
+}
+
+// The stream kernel addresses four rows of B and A's four elements with 32-bit displacements.
+bool stream_fits(const GemmProblem& p) {
+  auto mag = [](int64_t v) { return v < 0 ? -v : v; };
+  return p.a.col_stride > 0 && p.b.row_stride > 0 &&
+         5 * mag(p.b.row_stride) + p.N + 64 < (int64_t{1} << 28) &&
+         4 * mag(p.a.col_stride) < (int64_t{1} << 28);
 }
 
 KernelDesc epilogue_desc(const GemmProblem& p, Isa isa) {
@@ -75,6 +88,8 @@ struct GemmPlan::Impl {
   // hundred pages); kernels by [last chunk][K block kind: first, middle, last, only].
   int64_t chunk = 0, nchunks = 0, kb = 0, nkb = 0;
   const Kernel* skinny[2][4] = {};
+  // stream: N in chunks, kernels by [last chunk]
+  const Kernel* stream[2] = {};
   // packed
   // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
   // [tj * npanels / tn, ...), and packs privately what it needs (no barriers): B per (KC x NC)
@@ -90,6 +105,7 @@ struct GemmPlan::Impl {
   void run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
   void run_direct(const GemmProblem& p) const;
   void run_skinny(const GemmProblem& p, ThreadPool* pool) const;
+  void run_stream(const GemmProblem& p, ThreadPool* pool) const;
   void run_packed(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
 };
 
@@ -150,6 +166,26 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   }
 
   const int64_t T = std::max(1, threads);
+  if (!prepacked_b && p.M == 1 && b_unit && !p.dynamic_nk && stream_fits(p)) {
+    s.path = Path::stream;
+    const int64_t vl = isa == Isa::avx512 ? 16 : 8;
+    const int64_t share = std::max(kStreamMinCols, ceil_div(p.N, T));
+    s.chunk = round_up(std::min(kStreamMaxCols, share), vl);
+    s.nchunks = ceil_div(p.N, s.chunk);
+    const int64_t last_chunk = p.N - (s.nchunks - 1) * s.chunk;
+    for (int lc = 0; lc < 2; ++lc) {
+      if (lc == 0 && s.nchunks == 1) continue;
+      KernelDesc d = base;
+      d.kind = KernelKind::stream;
+      d.rows = 1;
+      d.cols = lc ? last_chunk : s.chunk;
+      d.a_cs = p.a.col_stride;
+      d.b_rs = p.b.row_stride;
+      d.ld_res = 0;
+      s.stream[lc] = s.use(d);
+    }
+    return std::make_shared<GemmPlan>(std::move(impl));
+  }
   if (!prepacked_b && p.M <= kSkinnyRows && b_unit && !p.dynamic_nk &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::skinny;
@@ -283,6 +319,24 @@ void GemmPlan::Impl::run_skinny(const GemmProblem& p, ThreadPool* pool) const {
   });
 }
 
+void GemmPlan::Impl::run_stream(const GemmProblem& p, ThreadPool* pool) const {
+  parallel(pool, nchunks, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t j0 = c * chunk;
+      KernelArgs args{p.a.data,
+                      p.b.data + j0,
+                      p.c + j0,
+                      p.epi.bias ? p.epi.bias + j0 : nullptr,
+                      p.epi.residual ? p.epi.residual + j0 : nullptr,
+                      p.K,
+                      0,
+                      0,
+                      p.epi.scale};
+      stream[c == nchunks - 1]->fn(&args);
+    }
+  });
+}
+
 void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
                                 const PackedB* packed) const {
   const float* bpacked = nullptr;
@@ -355,6 +409,9 @@ void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* 
     case Path::skinny:
       g_skinny.fetch_add(1, std::memory_order_relaxed);
       return run_skinny(p, pool);
+    case Path::stream:
+      g_stream.fetch_add(1, std::memory_order_relaxed);
+      return run_stream(p, pool);
     case Path::packed:
       g_packed.fetch_add(1, std::memory_order_relaxed);
       return run_packed(p, pool, packed);
@@ -500,6 +557,7 @@ GemmStats stats() {
   s.calls = g_calls.load();
   s.direct_calls = g_direct.load();
   s.skinny_calls = g_skinny.load();
+  s.stream_calls = g_stream.load();
   s.packed_calls = g_packed.load();
   s.kernels_generated = kernels_generated();
   s.codegen_ms_total = codegen_ms_total();

@@ -1,4 +1,4 @@
-// The two GEMM code generators. Each emits one complete function `void fn(const KernelArgs*)`
+// The GEMM code generators. Each emits one complete function `void fn(const KernelArgs*)`
 // for a descriptor into an asmjit assembler; kernel_registry.cpp owns the CodeHolder and runtime.
 #pragma once
 
@@ -12,6 +12,8 @@ namespace kiln::x86 {
 void emit_packed_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
 // Unpacked kernel for exact M, N, K and strides (direct_kernel.cpp).
 void emit_direct_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
+// Streaming GEMV (M = 1) over a chunk of columns (stream_kernel.cpp).
+void emit_stream_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
 
 // The direct kernel's register tile for a shape: rows per block and vectors per column tile.
 struct DirectTiling {

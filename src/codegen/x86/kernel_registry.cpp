@@ -50,12 +50,16 @@ bool KernelDesc::operator==(const KernelDesc& o) const {
 }
 
 std::string KernelDesc::name() const {
-  std::string s = kind == KernelKind::packed ? "packed_" : "direct_";
+  std::string s = kind == KernelKind::packed   ? "packed_"
+                  : kind == KernelKind::direct ? "direct_"
+                                               : "stream_";
   s += isa_name(Isa(isa));
   auto num = [](int64_t v) { return std::to_string(v); };
   if (kind == KernelKind::packed) {
     s += "_" + num(MR) + "x" + num(NR) + "_m" + num(rows) + "n" + num(cols);
     if (accumulate) s += "_acc";
+  } else if (kind == KernelKind::stream) {
+    s += "_N" + num(cols) + "_a" + num(a_cs) + "_b" + num(b_rs);
   } else {
     s += "_M" + num(rows) + "N" + num(cols) + "K" + num(K) + "_a" + num(a_rs) + "," + num(a_cs) +
          "_b" + num(b_rs) + "_c" + num(ldc);
@@ -336,10 +340,17 @@ class Registry {
     std::vector<uint64_t> sites;  // of the constant table's address
     {
       ConstBaseSiteRecorder recorder(&sites);
-      if (d.kind == KernelKind::packed)
-        emit_packed_kernel(a, d);
-      else
-        emit_direct_kernel(a, d);
+      switch (d.kind) {
+        case KernelKind::packed:
+          emit_packed_kernel(a, d);
+          break;
+        case KernelKind::direct:
+          emit_direct_kernel(a, d);
+          break;
+        case KernelKind::stream:
+          emit_stream_kernel(a, d);
+          break;
+      }
     }
     auto k = std::make_unique<Kernel>();
     asmjit::Error err;
