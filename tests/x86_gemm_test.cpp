@@ -86,10 +86,10 @@ TEST_CASE("x86 gemm: transposed, strided and offset operands", "[x86][gemm]") {
 TEST_CASE("x86 gemm: every epilogue on every path", "[x86][gemm][epilogue]") {
   // direct (small), skinny (M <= 8, one and several K blocks), packed with one and with several K
   // blocks, edges everywhere.
-  const std::vector<Shape> shapes = {{1, 1, 1},       {3, 5, 2},      {16, 16, 16},
-                                     {23, 57, 91},    {1, 4096, 64},  {6, 333, 100},
-                                     {64, 64, 64},    {100, 130, 50}, {77, 200, 700},
-                                     {128, 96, 1024}, {1, 300, 1100}, {5, 260, 1300}};
+  const std::vector<Shape> shapes = {
+      {1, 1, 1},      {3, 5, 2},      {16, 16, 16},   {23, 57, 91},   {1, 4096, 64},
+      {6, 333, 100},  {64, 64, 64},   {100, 130, 50}, {77, 200, 700}, {128, 96, 1024},
+      {1, 300, 1100}, {5, 260, 1300}, {40, 100, 2200}};  // three K blocks (KC is at most 1024)
   const Activation acts[] = {Activation::none, Activation::relu, Activation::gelu,
                              Activation::gelu_tanh, Activation::silu};
   for (Isa isa : supported_isas()) {
@@ -225,7 +225,12 @@ TEST_CASE("x86 gemm: large blocking (threads split M or N, several MC, NC and K 
   // give a thread several MC blocks (split M), several NC blocks (split N), three K blocks (first,
   // middle, last kernels) and edges in M and N; on pools of 1, 2 and 3 threads; B packed from
   // row-major and transposed layouts and prepacked.
-  const std::vector<Shape> shapes = {{1100, 300, 1100}, {128, 1100, 1030}, {470, 77, 600}};
+  const std::vector<Shape> shapes = {
+      {1100, 300, 1100},
+      {128, 1100, 1030},
+      {470, 77, 600},
+      {200, 150, 2100},
+      {600, 64, 2100}};  // one thread: KC 1024 (>= 512 rows per task), three K blocks
   kiln::ThreadPool pool1(1), pool3(3);
   kiln::ThreadPool* pools[] = {&pool1, &pool2(), &pool3};
   for (Isa isa : supported_isas()) {

@@ -29,6 +29,24 @@ struct Hasher {
   uint64_t digest() { return XXH3_64bits_digest(st); }
 };
 
+void add_attrs(Hasher& h, Op op, const Attrs& a) {
+  h.add(a.arg);
+  h.add(a.axis);
+  h.add_vec(a.perm);
+  h.add_vec(a.axes);
+  h.add_vec(a.starts);
+  h.add_vec(a.steps);
+  if (op == Op::Conv2d) {
+    for (int i = 0; i < 2; ++i) {
+      h.add(a.conv.stride[i]);
+      h.add(a.conv.padding[i]);
+      h.add(a.conv.dilation[i]);
+    }
+    h.add(a.conv.groups);
+  }
+  if (a.data) h.add(a.data->hash);
+}
+
 thread_local std::string tls_loc;
 
 }  // namespace
@@ -91,22 +109,7 @@ NodePtr make_node(Op op, DType dtype, Shape shape, std::vector<NodePtr> inputs, 
     KILN_CHECK(in != nullptr) << "null input to " << op_name(op);
     h.add(in->hash);
   }
-  const Attrs& a = n->attrs;
-  h.add(a.arg);
-  h.add(a.axis);
-  h.add_vec(a.perm);
-  h.add_vec(a.axes);
-  h.add_vec(a.starts);
-  h.add_vec(a.steps);
-  if (op == Op::Conv2d) {
-    for (int i = 0; i < 2; ++i) {
-      h.add(a.conv.stride[i]);
-      h.add(a.conv.padding[i]);
-      h.add(a.conv.dilation[i]);
-    }
-    h.add(a.conv.groups);
-  }
-  if (a.data) h.add(a.data->hash);
+  add_attrs(h, op, n->attrs);
   n->hash = h.digest();
   return n;
 }
@@ -184,14 +187,7 @@ uint64_t Graph::shape_free_hash() const {
     h.add(n->shape.size());
     h.add(n->inputs.size());
     for (const NodePtr& in : n->inputs) h.add(index.at(in.get()));
-    const Attrs& a = n->attrs;
-    h.add(a.arg);
-    h.add(a.axis);
-    h.add_vec(a.perm);
-    h.add_vec(a.axes);
-    h.add_vec(a.starts);
-    h.add_vec(a.steps);
-    if (a.data) h.add(a.data->hash);
+    add_attrs(h, n->op, n->attrs);
   }
   h.add(outputs.size());
   for (const NodePtr& n : outputs) h.add(index.at(n.get()));
