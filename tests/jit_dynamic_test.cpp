@@ -248,3 +248,23 @@ TEST_CASE("symbolic loop nests vectorize with run-time trip counts", "[jit][dyna
                 k.asm_text.find("ps\t%zmm") != std::string::npos;
   CHECK(vector);
 }
+
+TEST_CASE("Tensor::shape() of a symbolic dim throws, so arithmetic on it keeps the dim exact",
+          "[jit][dynamic]") {
+  Rng rng(12);
+  auto body = [](Tensor x) { return x.sum(0) * (1.0 / static_cast<double>(x.shape()[0])); };
+  Function f = kiln::jit(body);  // automatic: exact first, then dim 0 would become symbolic
+  for (int64_t n : {4, 6, 9}) {
+    auto x = make_array(rng, {n, 3}, DType::f32);
+    CheckOptions opt;
+    opt.function = &f;
+    opt.tol_scale = 4;
+    opt.label = "n=" + std::to_string(n);
+    CHECK(check_against_reference(body, {x}, opt));
+  }
+  auto st = f.stats();
+  INFO(joined(st.recompile_reasons));
+  CHECK(st.compiles == 3);
+  CHECK(any_contains(st.recompile_reasons, "arg 0 dim 0: kept exact"));
+  CHECK(any_contains(st.recompile_reasons, "is symbolic in this trace and has no extent"));
+}

@@ -381,7 +381,7 @@ TEST_CASE("dynamic ops: broadcast_to with symbolic dims (-1) and new leading dim
   // The target shape comes from the traced shapes: a symbolic dim reports -1, which broadcast_to
   // takes as "x's own symbolic dim here"; the reference trace sees the concrete extents.
   auto body = [](Tensor x, Tensor b) {  // x [s, 1], b [n]
-    std::vector<int64_t> xs = x.shape(), bs = b.shape();
+    std::vector<int64_t> xs = x.symbolic_shape(), bs = b.symbolic_shape();
     return std::vector<Tensor>{
         kiln::broadcast_to(x, {xs[0], 6}), kiln::broadcast_to(x, {2, xs[0], 6}) * 2.0f,
         kiln::broadcast_to(b, {3, bs[0]}), kiln::broadcast_to(b, {2, 1, bs[0]}) + 1.0f};

@@ -49,8 +49,12 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<const ir::Node> node) : node_(std::move(node)) {}
 
-  std::vector<int64_t> shape() const;  // symbolic dims report -1
-  std::string shape_str() const;       // symbolic dims print their names
+  // The extents. A symbolic dim (dynamic shapes) has no extent while tracing: shape() throws
+  // ShapeError for it (the dim is then kept exact, so arithmetic on extents stays right), and
+  // symbolic_shape() reports it as -1, which reshape and broadcast_to take as that dim.
+  std::vector<int64_t> shape() const;
+  std::vector<int64_t> symbolic_shape() const;
+  std::string shape_str() const;  // symbolic dims print their names
   DType dtype() const;
   int64_t ndim() const;
   bool defined() const { return node_ != nullptr; }

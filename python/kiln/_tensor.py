@@ -56,6 +56,29 @@ class SymbolicDim:
 
     __str__ = __repr__
 
+    # Comparisons the variant's guards make sound: a symbol equals itself (its extent is the same
+    # wherever it occurs) and is never 0 or 1 (those extents take exact variants). Anything else
+    # (another symbol, another int) depends on the call: it raises, and the dim is kept exact.
+    def __eq__(self, other):
+        if isinstance(other, SymbolicDim):
+            if other.name == self.name:
+                return True
+        elif isinstance(other, (int, np.integer)) and not isinstance(other, bool) and other in (0, 1):
+            return False
+        elif not isinstance(other, (int, np.integer)):
+            return NotImplemented
+        raise _kiln.ShapeError(
+            f"comparing symbolic dim {self.name} with {other!r} depends on the call's extents; "
+            "the dim is kept exact"
+        )
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        return hash(("kiln.SymbolicDim", self.name))
+
     def __index__(self):
         raise _kiln.ShapeError(
             f"dim {self.name} is symbolic in this trace and has no integer value; use -1 in "

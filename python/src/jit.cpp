@@ -404,6 +404,9 @@ class JitFunction {
       }
       throw;
     }
+    // A trace error the call recovered from (a symbolic trace that failed, the dim then kept
+    // exact) is not this call's error, nor a later one's.
+    tl_pending.clear();
   }
 
   Prepared prepare(nb::args& args_in, PyObject* kwargs) {

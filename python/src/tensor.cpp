@@ -43,7 +43,7 @@ void clear_trace_loc() { tl_loc.reset(); }
 
 void init_tensor(nb::module_& m) {
   nb::class_<Tensor>(m, "TensorImpl")
-      .def_prop_ro("shape", &Tensor::shape)
+      .def_prop_ro("shape", &Tensor::symbolic_shape)
       .def_prop_ro("shape_str", &Tensor::shape_str)
       .def_prop_ro("dtype", [](const Tensor& t) { return std::string(dtype_name(t.dtype())); })
       .def_prop_ro("ndim", &Tensor::ndim)

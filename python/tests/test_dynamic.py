@@ -122,3 +122,29 @@ def test_outputs_take_the_call_shape_with_strided_inputs():
         x = base[::2]  # strided rows
         assert_close(f(x), f64(x).T @ f64(x), np.float32, k=n)
     assert f.stats()["compiles"] == 1
+
+
+def test_comparisons_of_symbolic_dims_are_sound():
+    @kiln.jit(dynamic=True, cache=False)
+    def f(a, b):
+        # Equal extents share a symbol (the guard keeps them equal); a symbol is never 1.
+        same = a.shape == b.shape
+        one = a.shape[0] == 1
+        return (a + b if same else a - b) * (0.0 if one else 1.0)
+
+    for n in [4, 5, 9]:
+        x = np.ones((n, 3), np.float32)
+        np.testing.assert_array_equal(f(x, x), np.full((n, 3), 2, np.float32))
+    assert f.stats()["compiles"] == 1, f.stats()["recompile_reasons"]
+
+
+def test_comparing_a_symbolic_dim_with_an_extent_keeps_it_exact():
+    @kiln.jit(cache=False)
+    def f(x):
+        return x * 2 if x.shape[-1] == 64 else x
+
+    for n in [64, 32, 64, 48]:
+        x = np.ones((2, n), np.float32)
+        np.testing.assert_array_equal(f(x), x * (2 if n == 64 else 1))
+    reasons = f.stats()["recompile_reasons"]
+    assert any("arg 0 dim 1: kept exact" in r for r in reasons), reasons

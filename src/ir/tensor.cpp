@@ -63,6 +63,15 @@ ScopedTraceLocation::ScopedTraceLocation(std::string loc) : saved_(ir::current_l
 ScopedTraceLocation::~ScopedTraceLocation() { ir::set_current_loc(std::move(saved_)); }
 
 std::vector<int64_t> Tensor::shape() const {
+  const ir::Shape& s = node_of(*this, "shape")->shape;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i].is_symbolic())
+      throw ShapeError("shape: dim " + std::to_string(i) + " of " + ir::shape_str(s) +
+                       " is symbolic in this trace and has no extent; use symbolic_shape() to "
+                       "pass it on to reshape or broadcast_to");
+  return ir::concrete_dims(s);
+}
+std::vector<int64_t> Tensor::symbolic_shape() const {
   return ir::concrete_dims(node_of(*this, "shape")->shape);
 }
 std::string Tensor::shape_str() const { return ir::shape_str(node_of(*this, "shape")->shape); }
