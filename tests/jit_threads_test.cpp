@@ -239,3 +239,49 @@ TEST_CASE("jit threads: a copied Function shares its cache across threads", "[ji
   CHECK(f.stats().compiles == 1);
   CHECK(f.stats().calls == 8);
 }
+
+TEST_CASE("jit threads: many threads call one dynamic function with many token counts",
+          "[jit][threads]") {
+  // 8 threads call a dynamic="auto" function with token counts drawn from 1..64 in their own
+  // orders while its variants are being decided: every result is right, and the policy settles on
+  // a handful of variants (exact first calls, racing threads, the symbolic one, T = 1).
+  auto body = [](Tensor x, Tensor w) { return kiln::softmax(kiln::matmul(x, w) * 0.25, -1); };
+  kiln::Function f = kiln::jit(body);
+  Rng rng(404);
+  TestArray w = make_array(rng, {16, 24}, DType::f32);
+  std::vector<TestArray> xs;
+  std::vector<HostTensor> want;
+  for (int64_t t = 1; t <= 64; ++t) {
+    xs.push_back(make_array(rng, {t, 16}, DType::f32));
+    want.push_back(
+        reference(trace_graph(body, {xs.back().array, w.array}), {xs.back().array, w.array})[0]);
+  }
+  constexpr int kThreads = 8, kCalls = 40;
+  std::vector<std::vector<std::pair<size_t, Outcome>>> res(kThreads);
+  run_together(kThreads, [&](int t) {
+    std::mt19937_64 order(static_cast<uint64_t>(t) + 7);
+    for (int c = 0; c < kCalls; ++c) {
+      size_t i = order() % xs.size();
+      Outcome o;
+      try {
+        o.outs = f({xs[i].array, w.array});
+      } catch (const std::exception& e) {
+        o.error = e.what();
+      }
+      res[t].emplace_back(i, std::move(o));
+    }
+  });
+  for (int t = 0; t < kThreads; ++t)
+    for (const auto& [i, o] : res[t]) {
+      INFO("thread " << t << " T=" << i + 1);
+      REQUIRE(o.error == "");
+      REQUIRE(o.outs.size() == 1);
+      if (!assert_close(o.outs[0], want[i], 16.0)) return;
+    }
+  auto st = f.stats();
+  CHECK(st.calls == kThreads * kCalls);
+  CHECK(st.compiles == st.variants);
+  // Before the first call publishes its variant, the other threads' first calls may each compile
+  // an exact variant; after that one symbolic variant serves every T >= 2.
+  CHECK(st.compiles <= kThreads + 2);
+}
