@@ -16,6 +16,7 @@
 
 using namespace jt;
 using kiln::DynamicMode;
+using kiln::Function;
 using kiln::Index;
 using kiln::Options;
 using kiln::Tensor;

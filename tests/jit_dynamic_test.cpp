@@ -1,18 +1,7 @@
 // Dynamic shapes through the JIT: the shape policy (auto, exact, symbolic, per-argument), the
 // guards of symbolic variants (0 and 1, divisibility, equal-dims relations), the variant bound,
-// and every op run by symbolic variants against the reference interpreter.
-#include "child_process.h"
-#include "jit_test_util.h"
-
-#include <kiln/kiln.h>
-
-#include <filesystem>
-
-using namespace jt;
-using kiln::DynamicMode;
-using kiln::Function;
-using kiln::Options;
-using kiln::Tensor;
+// the fallback to exact dims (op-by-op cases: jit_dynamic_ops_test.cpp, _views_test.cpp).
+#include "jit_dynamic_cases.h"
 
 namespace {
 
@@ -27,18 +16,6 @@ Options dynamic(DynamicMode m, int max_variants = 8) {
 Tensor mlp_block(Tensor x, Tensor w1, Tensor b1, Tensor w2) {
   Tensor h = kiln::gelu(kiln::matmul(kiln::layer_norm(x), w1) + b1);
   return x + kiln::matmul(h, w2);
-}
-
-bool any_contains(const std::vector<std::string>& v, const std::string& needle) {
-  for (const auto& s : v)
-    if (s.find(needle) != std::string::npos) return true;
-  return false;
-}
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += "\n  " + x;
-  return s;
 }
 
 }  // namespace
@@ -71,7 +48,7 @@ TEST_CASE("300 leading dims compile at most 3 times, each result right", "[jit][
   auto st = f.stats();
   INFO("recompile reasons:" << joined(st.recompile_reasons));
   CHECK(st.compiles <= 3);
-  CHECK(st.calls == 300 + 0);
+  CHECK(st.calls == 300);
   CHECK(st.variants == st.compiles);
   CHECK(any_contains(st.recompile_reasons, "dim 0"));
   CHECK(any_contains(st.recompile_reasons, "now symbolic"));
@@ -226,6 +203,9 @@ TEST_CASE("a program that cannot take a dim symbolic keeps it exact", "[jit][dyn
   INFO(joined(st.recompile_reasons));
   CHECK(st.compiles == 3);
   CHECK(any_contains(st.recompile_reasons, "kept exact"));
+  // Pinning a dim is a fallback from the dynamic path: counted like a missed fast path.
+  CHECK(st.fallbacks == 1);
+  CHECK(any_contains(st.fallback_reasons, "arg 0 dim 0: kept exact"));
 }
 
 TEST_CASE("symbolic loop nests vectorize with run-time trip counts", "[jit][dynamic]") {
@@ -267,4 +247,21 @@ TEST_CASE("Tensor::shape() of a symbolic dim throws, so arithmetic on it keeps t
   CHECK(st.compiles == 3);
   CHECK(any_contains(st.recompile_reasons, "arg 0 dim 0: kept exact"));
   CHECK(any_contains(st.recompile_reasons, "is symbolic in this trace and has no extent"));
+}
+
+TEST_CASE("f.call into outputs checks them against the call's symbolic extents", "[jit][dynamic]") {
+  Rng rng(13);
+  auto body = [](Tensor x) { return x * 2.0f; };
+  Function f = kiln::jit(body, dynamic(DynamicMode::symbolic));
+  auto x = make_array(rng, {7, 5}, DType::f32);
+  std::vector<kiln::Array> good = {kiln::Array::empty({7, 5}, DType::f32)};
+  f.call(std::vector<kiln::Array>{x.array}, good);
+  std::vector<kiln::Array> bad = {kiln::Array::empty({6, 5}, DType::f32)};
+  try {
+    f.call(std::vector<kiln::Array>{x.array}, bad);
+    FAIL("a [6,5] output for a [7,5] call was accepted");
+  } catch (const kiln::ShapeError& e) {
+    CHECK(std::string(e.what()).find("shape [7,5], got [6,5]") != std::string::npos);
+  }
+  CHECK(f.stats().compiles == 1);
 }

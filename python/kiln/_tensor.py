@@ -59,22 +59,18 @@ class SymbolicDim:
     # Comparisons the variant's guards make sound: a symbol equals itself (its extent is the same
     # wherever it occurs) and is never 0 or 1 (those extents take exact variants). Anything else
     # (another symbol, another int) depends on the call: it raises, and the dim is kept exact.
+    # (Python derives != from this.)
     def __eq__(self, other):
-        if isinstance(other, SymbolicDim):
-            if other.name == self.name:
-                return True
-        elif isinstance(other, (int, np.integer)) and not isinstance(other, bool) and other in (0, 1):
+        if isinstance(other, SymbolicDim) and other.name == self.name:
+            return True
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool) and other in (0, 1):
             return False
-        elif not isinstance(other, (int, np.integer)):
-            return NotImplemented
-        raise _kiln.ShapeError(
-            f"comparing symbolic dim {self.name} with {other!r} depends on the call's extents; "
-            "the dim is kept exact"
-        )
-
-    def __ne__(self, other):
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
+        if isinstance(other, (SymbolicDim, int, np.integer)):
+            raise _kiln.ShapeError(
+                f"comparing symbolic dim {self.name} with {other!r} depends on the call's "
+                "extents; the dim is kept exact"
+            )
+        return False  # not a dim at all
 
     def __hash__(self):
         return hash(("kiln.SymbolicDim", self.name))

@@ -232,18 +232,15 @@ NodePtr make_expand(NodePtr x, Shape shape) {
 
 NodePtr make_reshape(NodePtr x, Shape shape) {
   if (x->shape == shape) return x;
-  if (!is_concrete(x->shape) || !is_concrete(shape)) {
+  if (!same_numel(x->shape, shape)) {
     // With symbolic dims, only reshapes that keep every symbol as a dim of its own and regroup
     // the concrete dims are expressible (no symbolic products).
-    if (symbols_of(x->shape) != symbols_of(shape) ||
-        concrete_product(x->shape) != concrete_product(shape))
+    if (!is_concrete(x->shape) || !is_concrete(shape))
       shape_error("reshape: cannot reshape " + shape_str(x->shape) + " to " + shape_str(shape) +
                   " with symbolic dims (a symbolic dim must stay a dim of its own)");
-    return make_node(Op::Reshape, x->dtype, std::move(shape), {x});
-  }
-  if (numel(x->shape) != numel(shape))
     shape_error("reshape: cannot reshape " + shape_str(x->shape) + " (" +
                 std::to_string(numel(x->shape)) + " elements) to " + shape_str(shape));
+  }
   return make_node(Op::Reshape, x->dtype, std::move(shape), {x});
 }
 

@@ -63,6 +63,10 @@ std::vector<int32_t> symbols_of(const Shape& s) {
   return r;
 }
 
+bool same_numel(const Shape& a, const Shape& b) {
+  return symbols_of(a) == symbols_of(b) && concrete_product(a) == concrete_product(b);
+}
+
 std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {

@@ -47,6 +47,10 @@ std::vector<int64_t> resolve_dims(const Shape& s, const int64_t* dims);
 // The product of the concrete dims, and the symbols (sorted), of a shape.
 int64_t concrete_product(const Shape& s);
 std::vector<int32_t> symbols_of(const Shape& s);
+// Whether a reshape from `a` to `b` keeps the element count for every extent of the symbols:
+// the same symbols, each a dim of its own, and the same product of the other dims (for concrete
+// shapes: the same numel).
+bool same_numel(const Shape& a, const Shape& b);
 std::string shape_str(const Shape& s);
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
 

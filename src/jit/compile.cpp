@@ -13,7 +13,6 @@
 
 #include <kiln/errors.h>
 
-#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -52,17 +51,8 @@ cache::CacheKey kernel_key(const Backend& be, const std::string& group_text) {
 
 // The facts a kernel may rely on about the symbols it uses (part of its key).
 std::string describe_facts(const ir::FusionGroup& g, const ir::SymbolFacts& facts) {
-  std::vector<int32_t> used;
-  auto note = [&](const ir::Shape& s) {
-    for (const ir::Dim& d : s)
-      if (d.is_symbolic()) used.push_back(d.sym);
-  };
-  for (const auto& n : g.nodes) note(n->shape);
-  for (const auto& n : g.leaves) note(n->shape);
-  std::sort(used.begin(), used.end());
-  used.erase(std::unique(used.begin(), used.end()), used.end());
   std::string s;
-  for (int32_t sym : used) {
+  for (int32_t sym : ir::group_symbols(g)) {
     KILN_CHECK(sym < static_cast<int32_t>(facts.size())) << "symbol s" << sym << " has no facts";
     s += " s" + std::to_string(sym) + (facts[sym].multiple ? ">=2%16" : ">=2");
   }

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <optional>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -40,13 +41,12 @@ struct Function::State {
   std::unordered_map<uint64_t, std::vector<std::pair<Signature, std::shared_ptr<Executable>>>>
       exact;                      // exact variants, by signature hash
   std::vector<Variant> symbolic;  // most specialized first
-  int64_t num_variants = 0;
   std::mutex inflight_mu;
   std::unordered_map<std::string, std::shared_future<std::shared_ptr<Executable>>> inflight;
 
   // Shape decisions saved in the disk cache (automatic mode): restored before the first compile.
   std::once_flag restore_once;
-  std::string decisions_key;  // empty: not persisted
+  std::optional<cache::CacheKey> decisions_key;  // none: not persisted
 
   std::atomic<int64_t> calls{0}, compiles{0}, memory_hits{0}, kernel_memory_hits{0}, disk_hits{0},
       fallbacks{0}, variant_limit_hits{0};
@@ -119,15 +119,31 @@ std::vector<int64_t>& bound_dims() {
   return dims;
 }
 
-std::shared_ptr<Executable> find_symbolic(Function::State& s, std::span<const Array> args,
-                                          std::vector<int64_t>& dims) {
-  std::shared_lock<std::shared_mutex> lock(s.table_mu);
+// The most specialized symbolic variant whose guards `args` pass, its symbols bound into `dims`
+// (table_mu held by the caller).
+const Function::State::Variant* match_symbolic(const Function::State& s,
+                                               std::span<const Array> args,
+                                               std::vector<int64_t>& dims) {
   for (const auto& v : s.symbolic) {
     if (dims.size() < static_cast<size_t>(v.guard.num_symbols()))
       dims.resize(v.guard.num_symbols());
-    if (v.guard.bind(args, dims.data())) return v.exe;
+    if (v.guard.bind(args, dims.data())) return &v;
   }
   return nullptr;
+}
+
+std::shared_ptr<Executable> find_symbolic(Function::State& s, std::span<const Array> args,
+                                          std::vector<int64_t>& dims) {
+  std::shared_lock<std::shared_mutex> lock(s.table_mu);
+  const Function::State::Variant* v = match_symbolic(s, args, dims);
+  return v ? v->exe : nullptr;
+}
+
+int64_t variant_count(Function::State& s) {
+  std::shared_lock<std::shared_mutex> lock(s.table_mu);
+  int64_t n = static_cast<int64_t>(s.symbolic.size());
+  for (const auto& [hash, bucket] : s.exact) n += static_cast<int64_t>(bucket.size());
+  return n;
 }
 
 std::shared_ptr<Executable> find_compiled(Function::State& s, const VariantGuard& guard,
@@ -142,7 +158,6 @@ std::shared_ptr<Executable> find_compiled(Function::State& s, const VariantGuard
 void insert_variant(Function::State& s, const VariantGuard& guard, std::span<const Array> args,
                     std::shared_ptr<Executable> exe) {
   std::unique_lock<std::shared_mutex> lock(s.table_mu);
-  ++s.num_variants;
   if (guard.is_exact()) {
     Signature sig = exact_signature(args);
     s.exact[sig.hash].emplace_back(std::move(sig), std::move(exe));
@@ -173,9 +188,8 @@ void restore_decisions(Function::State& s, std::span<const Array> args) {
   cache::KeyBuilder kb;
   kb.add("kiln", KILN_VERSION).add("shape_decisions", s.name).add("args", ranks);
   kb.add("program", static_cast<int64_t>(program));
-  cache::CacheKey key = kb.finish();
-  s.decisions_key = key.manifest();
-  if (auto payload = disk.load(key, cache::PayloadKind::shape_decisions)) {
+  s.decisions_key = kb.finish();
+  if (auto payload = disk.load(*s.decisions_key, cache::PayloadKind::shape_decisions)) {
     std::string text(payload->begin(), payload->end());
     s.policy.restore(text, args);
     KILN_LOG_AT(info) << s.name << ": restored shape decisions from the disk cache";
@@ -183,15 +197,11 @@ void restore_decisions(Function::State& s, std::span<const Array> args) {
 }
 
 void save_decisions(Function::State& s) {
-  if (s.decisions_key.empty()) return;
+  if (!s.decisions_key) return;
   cache::DiskCache& disk = cache::DiskCache::global();
   if (!disk.writable()) return;
-  std::vector<std::pair<std::string, std::string>> fields;
-  if (!cache::parse_manifest(s.decisions_key, fields)) return;
-  cache::KeyBuilder kb;
-  for (const auto& [name, value] : fields) kb.add(name, value);
   std::string text = s.policy.settled();
-  disk.store(kb.finish(), cache::PayloadKind::shape_decisions,
+  disk.store(*s.decisions_key, cache::PayloadKind::shape_decisions,
              std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
@@ -301,14 +311,18 @@ Hit compile_with_fewer_symbols(Function::State& s, const ShapePolicy::Decision& 
   }
   std::vector<bool> rejected(n);
   for (int sym = 0; sym < n; ++sym) rejected[sym] = !keep[sym];
+  // A pinned dim is a fallback from the dynamic path (its extents now compile one by one):
+  // counted and logged like a kernel that missed its fast path.
   auto pinned = s.policy.pin(d.guard, rejected, args, why);
   if (d.settled_changed) save_decisions(s);  // without the pinned dims
   {
     std::lock_guard<std::mutex> lock(s.stats_mu);
     for (const auto& r : pinned) {
-      KILN_LOG_AT(info) << s.name << ": " << r;
+      KILN_LOG_AT(warn) << s.name << ": " << r;
       s.recompile_reasons.push_back(r);
+      s.fallback_reasons.push_back(r);
     }
+    s.fallbacks.fetch_add(static_cast<int64_t>(pinned.size()));
   }
   return hit_of(exe, guard, args);
 }
@@ -316,11 +330,7 @@ Hit compile_with_fewer_symbols(Function::State& s, const ShapePolicy::Decision& 
 // A call no variant serves: the policy picks the variant to compile.
 Hit compile_for(Function::State& s, std::span<const Array> args) {
   std::call_once(s.restore_once, [&] { restore_decisions(s, args); });
-  int64_t variants;
-  {
-    std::shared_lock<std::shared_mutex> lock(s.table_mu);
-    variants = s.num_variants;
-  }
+  const int64_t variants = variant_count(s);
   const bool at_bound = variants >= s.options.max_variants;
   if (at_bound) {
     s.variant_limit_hits.fetch_add(1);
@@ -328,21 +338,19 @@ Hit compile_for(Function::State& s, std::span<const Array> args) {
                       << s.options.max_variants << "); compiling the most general variant for "
                       << call_str(args);
   }
-  {
-    ShapePolicy::Decision d = s.policy.decide(args, at_bound);
-    std::string reason;
-    for (const auto& r : d.reasons) reason += (reason.empty() ? "" : "; ") + r;
-    if (reason.empty())
-      reason = (variants == 0 ? "first call: " : "no variant matches ") + call_str(args);
-    if (at_bound) reason += " (variant bound reached: most general variant)";
-    if (!d.guard.is_exact()) reason += "; variant " + d.guard.str();
-    if (d.settled_changed) save_decisions(s);
-    try {
-      return hit_of(compile_variant(s, d.guard, args, reason), d.guard, args);
-    } catch (const Error& e) {
-      if (d.guard.is_exact()) throw;
-      return compile_with_fewer_symbols(s, d, args, reason, e.what());
-    }
+  ShapePolicy::Decision d = s.policy.decide(args, at_bound);
+  std::string reason;
+  for (const auto& r : d.reasons) reason += (reason.empty() ? "" : "; ") + r;
+  if (reason.empty())
+    reason = (variants == 0 ? "first call: " : "no variant matches ") + call_str(args);
+  if (at_bound) reason += " (variant bound reached: most general variant)";
+  if (!d.guard.is_exact()) reason += "; variant " + d.guard.str();
+  if (d.settled_changed) save_decisions(s);
+  try {
+    return hit_of(compile_variant(s, d.guard, args, reason), d.guard, args);
+  } catch (const Error& e) {
+    if (d.guard.is_exact()) throw;
+    return compile_with_fewer_symbols(s, d, args, reason, e.what());
   }
 }
 
@@ -373,8 +381,12 @@ void check_outputs(const Function::State& s, const Executable& exe, const int64_
       throw DTypeError(s.name + ": output " + std::to_string(i) + " must be " +
                        std::string(dtype_name(o.dtype)) + ", got " +
                        std::string(dtype_name(a.dtype())));
-    std::vector<int64_t> shape = exe.output_shape(i, dims);
-    if (a.shape() != shape || !a.is_contiguous()) {
+    const ir::Shape& want_dims = o.shape;
+    bool same = a.shape().size() == want_dims.size();
+    for (size_t d = 0; same && d < want_dims.size(); ++d)
+      same = a.shape()[d] == ir::dim_value(want_dims[d], dims);
+    if (!same || !a.is_contiguous()) {
+      std::vector<int64_t> shape = exe.output_shape(i, dims);
       std::string want, got;
       for (int64_t d : shape) want += (want.empty() ? "" : ",") + std::to_string(d);
       for (int64_t d : a.shape()) got += (got.empty() ? "" : ",") + std::to_string(d);
@@ -395,7 +407,9 @@ Function::Function(TraceFn fn, int arity, Options options, std::string name)
   state_->arity = arity;
   state_->options = std::move(options);
   state_->name = std::move(name);
-  if (state_->options.max_variants <= 0) state_->options.max_variants = 8;
+  if (state_->options.max_variants < 1)
+    throw Error(state_->name + ": Options::max_variants must be at least 1, got " +
+                std::to_string(state_->options.max_variants));
 }
 
 std::vector<Array> Function::operator()(const std::vector<Array>& inputs) const {
@@ -426,13 +440,7 @@ Inspection Function::inspect(const std::vector<Array>& inputs) const {
   {
     std::shared_lock<std::shared_mutex> lock(s.table_mu);
     std::vector<int64_t> dims;
-    for (const auto& v : s.symbolic) {
-      dims.resize(v.guard.num_symbols());
-      if (v.guard.bind(inputs, dims.data())) {
-        guard = v.guard;
-        break;
-      }
-    }
+    if (const State::Variant* v = match_symbolic(s, inputs, dims)) guard = v->guard;
   }
   CompileReport report;
   auto exe = build(s, guard, true, report);
@@ -452,10 +460,7 @@ Stats Function::stats() const {
   st.disk_hits = s.disk_hits.load();
   st.fallbacks = s.fallbacks.load();
   st.variant_limit_hits = s.variant_limit_hits.load();
-  {
-    std::shared_lock<std::shared_mutex> lock(s.table_mu);
-    st.variants = s.num_variants;
-  }
+  st.variants = variant_count(s);
   std::lock_guard<std::mutex> lock(s.stats_mu);
   st.backend_kernels = s.backend_kernels;
   st.recompile_reasons = s.recompile_reasons;

@@ -99,24 +99,16 @@ class Emitter {
   // to be a multiple of kSymbolMultiple is rebuilt as (v >> 4) << 4, which LLVM's known-bits
   // analysis sees, so vectorized loops over it need no remainder.
   void load_symbols(Value* dims) {
-    auto note = [&](const ir::Shape& shape) {
-      for (const ir::Dim& d : shape) {
-        if (!d.is_symbolic() || sym_.count(d.sym)) continue;
-        Value* p = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), dims, d.sym);
-        Value* v = b_.CreateLoad(b_.getInt64Ty(), p);
-        KILN_CHECK(d.sym < static_cast<int32_t>(facts_.size())) << "symbol without facts";
-        if (facts_[d.sym].multiple) {
-          static_assert(ir::kSymbolMultiple == 16);
-          v = b_.CreateShl(b_.CreateLShr(v, 4, "", true), 4, "", true, true);
-        }
-        sym_[d.sym] = v;
+    for (int32_t sym : ir::group_symbols(g_)) {
+      Value* p = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), dims, sym);
+      Value* v = b_.CreateLoad(b_.getInt64Ty(), p);
+      KILN_CHECK(sym < static_cast<int32_t>(facts_.size())) << "symbol without facts";
+      if (facts_[sym].multiple) {
+        static_assert(ir::kSymbolMultiple == 16);
+        v = b_.CreateShl(b_.CreateLShr(v, 4, "", true), 4, "", true, true);
       }
-    };
-    for (const auto& n : g_.leaves) note(n->shape);
-    for (const auto& n : g_.nodes) note(n->shape);
-    for (const auto& n : g_.nodes)
-      for (const auto& in : n->inputs) note(in->shape);
-    note(g_.domain);
+      sym_[sym] = v;
+    }
   }
   Value* dimv(const ir::Dim& d) {
     if (!d.is_symbolic()) return b_.getInt64(d.value);

@@ -130,14 +130,28 @@ struct Resolved {
   std::vector<int64_t> stride;  // per operand dim
 };
 
-Resolved resolve(const OperandView& v, const LeafStrides& ls, const int64_t* strides,
-                 const int64_t* dims) {
-  Resolved r;
+int64_t resolve_offset(const OperandView& v, const LeafStrides& ls, const int64_t* strides,
+                       const int64_t* dims) {
+  int64_t offset = 0;
   for (size_t e = 0; e < v.offset.size(); ++e)
-    if (v.offset[e]) r.offset += v.offset[e] * leaf_stride(ls, strides, dims, static_cast<int>(e));
+    if (v.offset[e]) offset += v.offset[e] * leaf_stride(ls, strides, dims, static_cast<int>(e));
+  return offset;
+}
+
+// Into `r`, reusing its storage (the call path of strided or symbolic operands allocates only the
+// first time on a thread).
+void resolve_into(Resolved& r, const OperandView& v, const LeafStrides& ls, const int64_t* strides,
+                  const int64_t* dims) {
+  r.offset = resolve_offset(v, ls, strides, dims);
   r.stride.resize(v.dim.size());
   for (size_t d = 0; d < v.dim.size(); ++d)
     r.stride[d] = v.dim[d] < 0 ? 0 : v.mult[d] * leaf_stride(ls, strides, dims, v.dim[d]);
+}
+
+Resolved resolve(const OperandView& v, const LeafStrides& ls, const int64_t* strides,
+                 const int64_t* dims) {
+  Resolved r;
+  resolve_into(r, v, ls, strides, dims);
   return r;
 }
 
@@ -281,9 +295,9 @@ class X86Kernel : public CompiledKernel {
     const LeafStrides& lb = leaves[p.b.leaf];
     // Operands of strided inputs, or of inputs with symbolic extents, are resolved per call.
     const bool a_call = la.runtime || la.symbolic, b_call = lb.runtime || lb.symbolic;
-    Resolved a_runtime, b_runtime;
-    if (a_call) a_runtime = resolve(p.a, la, strides, dims);
-    if (b_call) b_runtime = resolve(p.b, lb, strides, dims);
+    thread_local Resolved a_runtime, b_runtime;
+    if (a_call) resolve_into(a_runtime, p.a, la, strides, dims);
+    if (b_call) resolve_into(b_runtime, p.b, lb, strides, dims);
     const Resolved& a = a_call ? a_runtime : a_fixed;  // both lvalues: no copy
     const Resolved& b = b_call ? b_runtime : b_fixed;
     auto ptr = [&](int leaf, int64_t off) { return static_cast<const float*>(bufs[leaf]) + off; };
@@ -303,7 +317,7 @@ class X86Kernel : public CompiledKernel {
     if (p.has_bias) {
       const LeafStrides& lbias = leaves[p.bias.leaf];
       gp.epi.bias = ptr(
-          p.bias.leaf, lbias.symbolic ? resolve(p.bias, lbias, strides, dims).offset : bias_offset);
+          p.bias.leaf, lbias.symbolic ? resolve_offset(p.bias, lbias, strides, dims) : bias_offset);
     }
     if (p.has_residual) {
       gp.epi.residual = ptr(p.residual.leaf, 0);
@@ -400,7 +414,7 @@ class X86Backend : public Backend {
     // A bias varies along its last dim only, with unit stride: its offset never depends on
     // symbolic extents of other dims (it is 0 there or those dims have offset 0).
     if (p.has_bias)
-      k->bias_offset = resolve(p.bias, k->leaves[p.bias.leaf], nullptr, nullptr).offset;
+      k->bias_offset = resolve_offset(p.bias, k->leaves[p.bias.leaf], nullptr, nullptr);
     const Node& bleaf = *g.leaves[p.b.leaf];
     // A constant weight shared by every batch is packed once, now.
     bool b_broadcast = true;

@@ -21,6 +21,23 @@ std::string_view group_kind_name(GroupKind k) {
   return "?";
 }
 
+std::vector<int32_t> group_symbols(const FusionGroup& g) {
+  std::vector<int32_t> syms;
+  auto note = [&](const Shape& s) {
+    for (const Dim& d : s)
+      if (d.is_symbolic()) syms.push_back(d.sym);
+  };
+  for (const auto& n : g.leaves) note(n->shape);
+  for (const auto& n : g.nodes) {
+    note(n->shape);
+    for (const auto& in : n->inputs) note(in->shape);
+  }
+  note(g.domain);
+  std::sort(syms.begin(), syms.end());
+  syms.erase(std::unique(syms.begin(), syms.end()), syms.end());
+  return syms;
+}
+
 bool is_buffer_leaf(const Node& n) {
   return n.op == Op::Input || (n.op == Op::Constant && !n.shape.empty());
 }

@@ -38,6 +38,10 @@ struct FusionPlan {
 // a reduction whose result is not indexed along its kernel's rows).
 FusionPlan fuse(const Graph& g, const std::unordered_set<const Node*>& materialize = {});
 
+// The symbols (sorted, unique) in the shapes a group's kernel deals with: its nodes, their inputs,
+// its leaves and its domain. What the kernel loads and what its cache key states facts about.
+std::vector<int32_t> group_symbols(const FusionGroup& g);
+
 // True for nodes read from buffers rather than computed (inputs and non-scalar constants).
 bool is_buffer_leaf(const Node& n);
 // True for scalar constants and views/casts of them: emitted inline wherever used.

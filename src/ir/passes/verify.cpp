@@ -134,15 +134,12 @@ void check_expand(const Node& n) {
 
 void check_reshape(const Node& n) {
   const Shape& in = n.inputs[0]->shape;
-  if (!is_concrete(in) || !is_concrete(n.shape)) {
-    if (symbols_of(in) != symbols_of(n.shape) || concrete_product(in) != concrete_product(n.shape))
-      fail("reshape of symbolic shapes must keep the symbols and the other dims' product, got " +
-           shape_str(in) + " to " + shape_str(n.shape));
-    return;
-  }
-  if (numel(in) != numel(n.shape))
-    fail(fmt::format("reshape changes the element count: {} ({}) to {} ({})", shape_str(in),
-                     numel(in), shape_str(n.shape), numel(n.shape)));
+  if (same_numel(in, n.shape)) return;
+  if (!is_concrete(in) || !is_concrete(n.shape))
+    fail("reshape of symbolic shapes must keep the symbols and the other dims' product, got " +
+         shape_str(in) + " to " + shape_str(n.shape));
+  fail(fmt::format("reshape changes the element count: {} ({}) to {} ({})", shape_str(in),
+                   numel(in), shape_str(n.shape), numel(n.shape)));
 }
 
 void check_permute(const Node& n) {
