@@ -283,6 +283,20 @@ inline std::vector<Pattern> rotate3(const std::vector<Pattern>& all, size_t k) {
 
 inline double dbl(int64_t v) { return static_cast<double>(std::max<int64_t>(v, 1)); }
 
+// Calls `f` (made from `body`) once per extent with make_inputs(extent) and checks each result
+// against the reference interpreter.
+template <typename F, typename Make>
+void check_extents(F body, const Function& f, const std::vector<int64_t>& extents, double tol_scale,
+                   Make make_inputs) {
+  for (int64_t e : extents) {
+    CheckOptions opt;
+    opt.function = &f;
+    opt.tol_scale = tol_scale;
+    opt.label = "extent " + std::to_string(e);
+    CHECK(check_against_reference(body, make_inputs(e), opt));
+  }
+}
+
 }  // namespace jt_dynamic
 
 using namespace jt_dynamic;

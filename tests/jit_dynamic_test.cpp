@@ -57,16 +57,12 @@ TEST_CASE("300 leading dims compile at most 3 times, each result right", "[jit][
 
 TEST_CASE("dims seen with one value stay exact", "[jit][dynamic]") {
   Rng rng(1);
-  Function f = kiln::jit([](Tensor x, Tensor w) { return kiln::relu(kiln::matmul(x, w)); });
+  auto body = [](Tensor x, Tensor w) { return kiln::relu(kiln::matmul(x, w)); };
+  Function f = kiln::jit(body);
   auto w = make_array(rng, {16, 24}, DType::f32);
-  for (int64_t t : {5, 9, 30}) {
-    auto x = make_array(rng, {t, 16}, DType::f32);
-    CheckOptions opt;
-    opt.function = &f;
-    opt.tol_scale = 16;
-    CHECK(check_against_reference([](Tensor x, Tensor w) { return kiln::relu(kiln::matmul(x, w)); },
-                                  {x, w}, opt));
-  }
+  check_extents(body, f, {5, 9, 30}, 16, [&](int64_t t) {
+    return std::vector<TestArray>{make_array(rng, {t, 16}, DType::f32), w};
+  });
   auto st = f.stats();
   CHECK(st.compiles == 2);
   // The variant of the second compile: only x's dim 0 is a symbol.
@@ -103,14 +99,10 @@ TEST_CASE("extents 0 and 1 take their own variants", "[jit][dynamic]") {
   // b broadcasts against x: with x's rows at 1, a symbolic row count would be wrong.
   auto body = [](Tensor x, Tensor b) { return (x + b).sum(0); };
   Function f = kiln::jit(body, dynamic(DynamicMode::symbolic));
-  for (int64_t rows : {5, 7, 1, 0, 9, 1, 0}) {
-    auto x = make_array(rng, {rows, 6}, DType::f32);
-    auto b = make_array(rng, {6}, DType::f32);
-    CheckOptions opt;
-    opt.function = &f;
-    opt.label = "rows=" + std::to_string(rows);
-    CHECK(check_against_reference(body, {x, b}, opt));
-  }
+  check_extents(body, f, {5, 7, 1, 0, 9, 1, 0}, 1, [&](int64_t rows) {
+    return std::vector<TestArray>{make_array(rng, {rows, 6}, DType::f32),
+                                  make_array(rng, {6}, DType::f32)};
+  });
   // 5, 7, 9: one symbolic variant; 1 and 0: one each.
   CHECK(f.stats().compiles == 3);
 }
@@ -166,13 +158,9 @@ TEST_CASE("the variant bound: counted, then the most general variant", "[jit][dy
   Rng rng(6);
   auto body = [](Tensor x) { return kiln::exp(x) - 1.0f; };
   Function f = kiln::jit(body, dynamic(DynamicMode::exact, 3));
-  for (int64_t n : {2, 3, 4, 5, 6, 7, 8, 9}) {
-    auto x = make_array(rng, {n, 4}, DType::f32);
-    CheckOptions opt;
-    opt.function = &f;
-    opt.label = "n=" + std::to_string(n);
-    CHECK(check_against_reference(body, {x}, opt));
-  }
+  check_extents(body, f, {2, 3, 4, 5, 6, 7, 8, 9}, 1, [&](int64_t n) {
+    return std::vector<TestArray>{make_array(rng, {n, 4}, DType::f32)};
+  });
   auto st = f.stats();
   INFO(joined(st.recompile_reasons));
   // 3 exact variants, then one most general variant that serves every later call.
@@ -193,12 +181,9 @@ TEST_CASE("a program that cannot take a dim symbolic keeps it exact", "[jit][dyn
   // Slicing with a bound on the dynamic axis has no single-symbol extent.
   auto body = [](Tensor x) { return x.index({kiln::Index::slice(1, std::nullopt)}) * 3.0f; };
   Function f = kiln::jit(body);
-  for (int64_t n : {4, 5, 6}) {
-    auto x = make_array(rng, {n, 3}, DType::f32);
-    CheckOptions opt;
-    opt.function = &f;
-    CHECK(check_against_reference(body, {x}, opt));
-  }
+  check_extents(body, f, {4, 5, 6}, 1, [&](int64_t n) {
+    return std::vector<TestArray>{make_array(rng, {n, 3}, DType::f32)};
+  });
   auto st = f.stats();
   INFO(joined(st.recompile_reasons));
   CHECK(st.compiles == 3);
@@ -234,14 +219,9 @@ TEST_CASE("Tensor::shape() of a symbolic dim throws, so arithmetic on it keeps t
   Rng rng(12);
   auto body = [](Tensor x) { return x.sum(0) * (1.0 / static_cast<double>(x.shape()[0])); };
   Function f = kiln::jit(body);  // automatic: exact first, then dim 0 would become symbolic
-  for (int64_t n : {4, 6, 9}) {
-    auto x = make_array(rng, {n, 3}, DType::f32);
-    CheckOptions opt;
-    opt.function = &f;
-    opt.tol_scale = 4;
-    opt.label = "n=" + std::to_string(n);
-    CHECK(check_against_reference(body, {x}, opt));
-  }
+  check_extents(body, f, {4, 6, 9}, 4, [&](int64_t n) {
+    return std::vector<TestArray>{make_array(rng, {n, 3}, DType::f32)};
+  });
   auto st = f.stats();
   INFO(joined(st.recompile_reasons));
   CHECK(st.compiles == 3);

@@ -6,16 +6,11 @@ TEST_CASE("symbolic matmuls run on the x86 backend", "[jit][dynamic][x86]") {
   Rng rng(9);
   auto body = [](Tensor x, Tensor w, Tensor b) { return kiln::relu(kiln::matmul(x, w) + b); };
   Function f = kiln::jit(body, symbolic_mode());
-  for (int64_t m : {3, 17, 40, 100}) {
-    auto x = make_array(rng, {m, 20}, DType::f32);
-    auto w = make_array(rng, {20, 36}, DType::f32);
-    auto b = make_array(rng, {36}, DType::f32);
-    CheckOptions opt;
-    opt.function = &f;
-    opt.tol_scale = 20;
-    opt.label = "m=" + std::to_string(m);
-    CHECK(check_against_reference(body, {x, w, b}, opt));
-  }
+  check_extents(body, f, {3, 17, 40, 100}, 20, [&](int64_t m) {
+    return std::vector<TestArray>{make_array(rng, {m, 20}, DType::f32),
+                                  make_array(rng, {20, 36}, DType::f32),
+                                  make_array(rng, {36}, DType::f32)};
+  });
   auto st = f.stats();
   CHECK(st.compiles == 1);
   CHECK(st.backend_kernels["x86"] == 1);
@@ -33,14 +28,9 @@ TEST_CASE("a symbolic M with a constant weight packed at compile time", "[jit][d
   o.dynamic = DynamicMode::per_arg;
   o.dynamic_dims[0] = {0};
   Function f = kiln::jit(body, o);
-  for (int64_t m : {2, 5, 33, 70}) {
-    auto x = make_array(rng, {m, 24}, DType::f32);
-    CheckOptions opt;
-    opt.function = &f;
-    opt.tol_scale = 24;
-    opt.label = "m=" + std::to_string(m);
-    CHECK(check_against_reference(body, {x}, opt));
-  }
+  check_extents(body, f, {2, 5, 33, 70}, 24, [&](int64_t m) {
+    return std::vector<TestArray>{make_array(rng, {m, 24}, DType::f32)};
+  });
   auto st = f.stats();
   CHECK(st.compiles == 1);
   CHECK(st.backend_kernels["x86"] == 1);
