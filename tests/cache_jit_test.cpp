@@ -302,7 +302,7 @@ std::map<std::string, std::string> real_fields(const std::string& dir) {
   std::vector<std::pair<std::string, std::string>> fields;
   REQUIRE(parse_manifest(*manifest, fields));
   std::map<std::string, std::string> out(fields.begin(), fields.end());
-  for (const char* f : {"kiln", "backend", "device", "options", "group"})
+  for (const char* f : {"kiln", "kiln_build", "backend", "device", "options", "group"})
     REQUIRE(out.count(f) == 1);
   return out;
 }
@@ -393,6 +393,9 @@ TEST_CASE("changing any key component is a miss, an unchanged key is a hit", "[c
   std::vector<Change> changes;
   changes.push_back({"kiln version " + real["kiln"] + " -> " + bump_version(real["kiln"]), "kiln",
                      bump_version(real["kiln"])});
+  // A rebuilt kiln (same version number, other code) must not load this build's kernels.
+  changes.push_back({"kiln build " + real["kiln_build"] + " -> another build", "kiln_build",
+                     "0123456789abcdef0123456789abcdef01234567"});
   {
     std::string v = replace_token(real["backend"], "llvm ", "18.1.8");
     REQUIRE(!v.empty());
@@ -442,7 +445,7 @@ TEST_CASE("changing any key component is a miss, an unchanged key is a hit", "[c
           << " disk hits; unchanged " << again["disk_hits"] << "/" << n;
   }
   // Overriding a field with its own value changes nothing (the override hook itself is neutral).
-  for (const char* f : {"kiln", "backend", "device", "options"}) {
+  for (const char* f : {"kiln", "kiln_build", "backend", "device", "options"}) {
     INFO("same-value override of " << f);
     ProbeEnv pe = base;
     pe.override_field = f;

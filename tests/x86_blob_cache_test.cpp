@@ -27,6 +27,7 @@
 #include "child_process.h"
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
+#include "support/build_id.h"
 #include "x86_gemm_testing.h"
 
 extern char** environ;
@@ -168,6 +169,19 @@ TEST_CASE("x86 blob cache: a second process loads every kernel from disk", "[x86
   CHECK(warm["stored"] == 0);
   CHECK(warm["hash_lo"] == cold["hash_lo"]);  // bit-identical results
   CHECK(warm["hash_hi"] == cold["hash_hi"]);
+
+  // Every blob's key names the kiln build that generated it: a rebuilt kiln (other generators,
+  // same version number) misses instead of loading this build's code.
+  {
+    kiln::cache::DiskCache cache(kiln::cache::testing::make_config(cache_dir));
+    const auto entries = cache.list();
+    CHECK(int64_t(entries.size()) == int64_t(cold["stored"]));
+    for (const auto& e : entries) {
+      const auto manifest = cache.read_manifest(e.key_hex);
+      REQUIRE(manifest);
+      CHECK(manifest->find("kiln_build: " + kiln::build_id() + "\n") != std::string::npos);
+    }
+  }
 
   // Read-only mode still loads; off loads nothing and generates everything.
   auto ro = run_probe(cache_dir, "readonly", tmp.path(), "readonly");

@@ -2,6 +2,7 @@
 #include "cache/memory_cache.h"
 #include "jit/device.h"
 #include "jit/thread_pool.h"
+#include "support/build_id.h"
 
 #include <kiln/errors.h>
 #include <kiln/kiln.h>
@@ -79,7 +80,7 @@ std::string doctor_report() {
   const CpuInfo& c = cpu_info();
   const GlobalOptions& o = global_options();
   std::ostringstream s;
-  s << "kiln " << KILN_VERSION << "\n";
+  s << "kiln " << KILN_VERSION << " (build " << build_id() << ")\n";
   s << "cpu: " << c.brand << " (" << c.vendor << "), " << c.cores << " cores\n";
   s << "cpu features: " << c.feature_names(false) << "\n";
   s << "usable features (KILN_ISA cap applied): " << c.feature_names(true) << "\n";

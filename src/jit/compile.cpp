@@ -8,6 +8,7 @@
 #include "ir/passes/passes.h"
 #include "jit/device.h"
 #include "jit/dump.h"
+#include "support/build_id.h"
 #include "support/check.h"
 #include "support/log.h"
 
@@ -34,6 +35,7 @@ std::map<std::string, std::string> key_overrides;
 cache::CacheKey kernel_key(const Backend& be, const std::string& group_text) {
   std::vector<std::pair<std::string, std::string>> fields = {
       {"kiln", KILN_VERSION},
+      {"kiln_build", build_id()},
       {"backend", be.fingerprint()},
       {"device", cpu_info().fingerprint() +
                      " isa_cap=" + std::to_string(static_cast<int>(global_options().isa))},

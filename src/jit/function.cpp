@@ -10,6 +10,7 @@
 #include "jit/shape_policy.h"
 #include "jit/signature.h"
 #include "jit/thread_pool.h"
+#include "support/build_id.h"
 #include "support/log.h"
 
 #include <kiln/errors.h>
@@ -186,7 +187,10 @@ void restore_decisions(Function::State& s, std::span<const Array> args) {
   for (const Array& a : args)
     ranks += std::string(dtype_name(a.dtype())) + std::to_string(a.shape().size()) + " ";
   cache::KeyBuilder kb;
-  kb.add("kiln", KILN_VERSION).add("shape_decisions", s.name).add("args", ranks);
+  kb.add("kiln", KILN_VERSION)
+      .add("kiln_build", build_id())
+      .add("shape_decisions", s.name)
+      .add("args", ranks);
   kb.add("program", static_cast<int64_t>(program));
   s.decisions_key = kb.finish();
   if (auto payload = disk.load(*s.decisions_key, cache::PayloadKind::shape_decisions)) {

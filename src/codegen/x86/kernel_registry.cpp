@@ -20,6 +20,7 @@
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "jit/device.h"
+#include "support/build_id.h"
 #include "support/check.h"
 
 #include <kiln/options.h>
@@ -220,6 +221,7 @@ cache::CacheKey blob_key(const KernelDesc& d) {
   std::snprintf(cpu, sizeof cpu, "%016llx", (unsigned long long)cpu_info().usable_features);
   return cache::KeyBuilder()
       .add("kiln", KILN_VERSION)
+      .add("kiln_build", build_id())
       .add("asmjit", int64_t(ASMJIT_LIBRARY_VERSION))
       .add("kind", "x86_kernel")
       .add("blob_version", int64_t(kBlobVersion))

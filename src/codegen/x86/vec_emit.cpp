@@ -25,8 +25,8 @@ constexpr ConstTables make_tables() {
   v[kHalf] = 0.5f;
   v[kNegHalf] = -0.5f;
   v[kNegOne] = -1.0f;
-  v[kExpHi] = 88.0f;  // keeps round(x log2 e) <= 127 so the AVX2 exponent trick cannot overflow
-  v[kExpLo] = -87.33654f;
+  v[kExpHi] = 88.0f;   // keeps round(x log2 e) <= 127 so the AVX2 exponent trick cannot overflow
+  v[kExpLo] = -87.0f;  // e^-87 is a normal float (ln FLT_MIN = -87.34): no denormal results
   v[kLog2e] = 1.44269504088896341f;
   v[kLn2Hi] = 0.693359375f;
   v[kLn2Lo] = -2.12194440e-4f;
@@ -49,6 +49,7 @@ constexpr ConstTables make_tables() {
   v[kErfP] = 0.3275911f * 0.70710678118654752f;
   const float ea[5] = {0.254829592f, -0.284496736f, 1.421413741f, -1.453152027f, 1.061405429f};
   for (int i = 0; i < 5; ++i) v[kErfA1 + i] = ea[i];
+  v[kErfExpLo] = -80.0f;
   for (int c = 0; c < kNumConsts; ++c)
     for (int l = 0; l < 16; ++l) t.consts[c][l] = v[c];
   for (int l = 0; l < 16; ++l) t.masks[l] = l < 8 ? -1 : 0;
@@ -140,7 +141,7 @@ void VecEmitter::or_reg(const ax::Vec& dst, const ax::Vec& x, const ax::Vec& y) 
     a_.vorps(dst, x, y);
 }
 
-// z = exp(z), about 1 ulp on [-87.3, 88]; inputs are clamped to that range.
+// z = exp(z), about 1 ulp on [-87, 88]; inputs are clamped to that range.
 void VecEmitter::exp_inplace(const ax::Vec& z, const ax::Vec& ta, const ax::Vec& tb) {
   a_.vminps(z, z, cst(kExpHi));
   a_.vmaxps(z, z, cst(kExpLo));
@@ -195,6 +196,10 @@ void VecEmitter::activation(const ax::Vec& x, Activation act, const ax::Vec t[4]
       a_.vmulps(t[1], t[1], t[0]);  // poly(t)
       a_.vmulps(t[0], x, x);
       a_.vmulps(t[0], t[0], cst(kNegHalf));
+      // Bounded at -80 so that q below stays a normal float: from exp's own bound (-87.3) q would
+      // be denormal, and every op on a denormal lane costs a microcode assist (~100+ cycles on
+      // Intel), several times the whole epilogue. Phi(x) rounds to 0 or 1 beyond |x| = 12.7.
+      a_.vmaxps(t[0], t[0], cst(kErfExpLo));
       exp_inplace(t[0], t[2], t[3]);  // e^{-x^2/2}
       a_.vmulps(t[1], t[1], t[0]);    // q = 1 - erf(|x| / sqrt 2)
       a_.vmulps(t[1], t[1], cst(kNegHalf));

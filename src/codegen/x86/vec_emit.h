@@ -52,6 +52,7 @@ enum ConstId : int32_t {
   kErfP,  // A&S 7.1.26's p, divided by sqrt 2 (applied to |x|)
   kErfA1,
   kErfA5 = kErfA1 + 4,
+  kErfExpLo,  // lower bound of gelu's -x^2/2 (keeps q normal, see activation())
   kNumConsts
 };
 
