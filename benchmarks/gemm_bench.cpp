@@ -1,12 +1,14 @@
 // kiln's x86 GEMM against oneDNN (dnnl_sgemm), OpenBLAS (cblas_sgemm) and LIBXSMM
 // (libxsmm_smmdispatch, 1 thread, small shapes), and against the FMA peak and STREAM triad
-// measured in this run. Prints Google Benchmark's table, then a ratio table (medians).
-//   ninja -C build-x86 gemm_bench && ./build-x86/benchmarks/gemm_bench
+// measured in this run. Per shape the contenders run in paired rounds (paired.h): every ratio is
+// the median over rounds of ratios taken within a fraction of a second, with its quartiles.
+//   ninja -C build-bench gemm_bench && build-bench/benchmarks/gemm_bench [--rounds=15]
+//       [--burst=0.05] [--filter=512]
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
 #include "limits.h"
+#include "paired.h"
 
-#include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <dlfcn.h>
 #include <libxsmm.h>
@@ -24,6 +26,7 @@
 namespace {
 
 namespace x86 = kiln::x86;
+namespace bench = kiln::bench;
 constexpr int kThreads = 2;
 
 struct Shape {
@@ -93,43 +96,16 @@ void set_omp_threads(int n) {  // oneDNN from Debian runs on libgomp
   if (auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) fn(n);
 }
 
-// Medians (seconds per iteration) and relative spread, by benchmark name, from the reporter.
-struct Result {
-  double median = 0, stddev = 0;
-};
-std::map<std::string, Result> g_results;
-
-class CapturingReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      const double secs = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);
-      std::string name = r.run_name.str();
-      name = name.substr(0, name.find("/min_time"));
-      if (r.aggregate_name == "median") g_results[name].median = secs;
-      if (r.aggregate_name == "stddev") g_results[name].stddev = secs;
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
+struct Options {
+  int rounds = 15;
+  double burst_s = 0.05;
+  std::string filter;  // substring of the shape name
 };
 
 std::vector<std::unique_ptr<Operands>> g_operands;
 std::vector<std::shared_ptr<const x86::GemmPlan>> g_plans;
 std::vector<std::shared_ptr<const x86::PackedB>> g_packed;
 bool g_all_checks_pass = true;
-
-void add(const std::string& name, std::function<void()> fn) {
-  fn();  // warm-up (JIT, packing of constants, page faults)
-  benchmark::RegisterBenchmark(name.c_str(),
-                               [fn](benchmark::State& st) {
-                                 for (auto _ : st) fn();
-                               })
-      ->MinTime(0.2)
-      ->Repetitions(5)
-      ->ReportAggregatesOnly(true)
-      ->UseRealTime()
-      ->Unit(benchmark::kMicrosecond);
-}
 
 x86::GemmProblem problem(const Shape& s, Operands& o) {
   x86::GemmProblem p;
@@ -141,39 +117,35 @@ x86::GemmProblem problem(const Shape& s, Operands& o) {
   return p;
 }
 
-void register_shape(const Shape& s) {
-  g_operands.push_back(std::make_unique<Operands>(s));
-  Operands& o = *g_operands.back();
+// Each contender once against the reference (C pre-filled with garbage), then the paired rounds.
+bench::PairedTimes measure(const Shape& s, Operands& o, const std::vector<bench::Contender>& cs,
+                           bool bias_gelu, const Options& opt) {
+  for (const auto& c : cs) {
+    std::fill(o.c.begin(), o.c.end(), -7.0f);
+    c.run();
+    g_all_checks_pass &= check(c.name.c_str(), s, o, o.c.data(), bias_gelu);
+  }
+  return bench::run_paired(cs, opt.rounds, opt.burst_s);
+}
+
+std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
   const int kiln_threads = s.small ? 1 : kThreads;
   kiln::ThreadPool& pool = s.small ? pool_1() : pool_n();
   x86::GemmProblem p = problem(s, o);
   auto plan = x86::GemmPlan::make(p, x86::selected_isa(), kiln_threads);
   g_plans.push_back(plan);
-  auto run_check = [&](const char* who, const std::function<void()>& fn) {
-    std::fill(o.c.begin(), o.c.end(), -7.0f);
-    fn();
-    g_all_checks_pass &= check(who, s, o, o.c.data(), false);
-  };
-  auto kiln_fn = [plan, p, &pool] { plan->run(p, pool); };
-  run_check("kiln", kiln_fn);
-  add("gemm/" + s.name + "/kiln", kiln_fn);
-  if (s.small) {
-    auto dispatch_fn = [p] { x86::gemm(p, pool_1()); };  // with the plan-cache lookup
-    add("gemm/" + s.name + "/kiln_gemm_call", dispatch_fn);
-  }
+  std::vector<bench::Contender> cs;
+  cs.push_back({"kiln", [plan, p, &pool] { plan->run(p, pool); }});
+  if (s.small) cs.push_back({"kiln_gemm_call", [p] { x86::gemm(p, pool_1()); }});  // + plan lookup
   float* A = o.a.data();
   float* B = o.b.data();
   float* C = o.c.data();
   const int64_t M = s.M, N = s.N, K = s.K;
-  auto blas_fn = [=] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), 1.0f, A, int(K),
-                B, int(N), 0.0f, C, int(N));
-  };
-  run_check("openblas", blas_fn);
-  add("gemm/" + s.name + "/openblas", blas_fn);
-  auto dnnl_fn = [=] { dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); };
-  run_check("onednn", dnnl_fn);
-  add("gemm/" + s.name + "/onednn", dnnl_fn);
+  cs.push_back({"openblas", [=] {
+                  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K),
+                              1.0f, A, int(K), B, int(N), 0.0f, C, int(N));
+                }});
+  cs.push_back({"onednn", [=] { dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }});
   if (s.small) {
     // LIBXSMM is column-major: C^T (N x M) = B^T (N x K) * A^T (K x M).
     const libxsmm_blasint m = libxsmm_blasint(N), n = libxsmm_blasint(M), k = libxsmm_blasint(K);
@@ -181,14 +153,12 @@ void register_shape(const Shape& s) {
     const float alpha = 1.0f, beta = 0.0f;
     libxsmm_smmfunction kernel =
         libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, nullptr, nullptr);
-    if (kernel) {
-      auto xsmm_fn = [=] { kernel(B, A, C); };
-      run_check("libxsmm", xsmm_fn);
-      add("gemm/" + s.name + "/libxsmm", xsmm_fn);
-    } else {
+    if (kernel)
+      cs.push_back({"libxsmm", [=] { kernel(B, A, C); }});
+    else
       std::printf("LIBXSMM has no kernel for %s\n", s.name.c_str());
-    }
   }
+  return cs;
 }
 
 // Linear + bias + GELU (erf): kiln's fused kernel with the weight packed once, against oneDNN
@@ -196,21 +166,15 @@ void register_shape(const Shape& s) {
 // gelu_erf eltwise in place.
 const Shape kLinear{"linear_bias_gelu_128x4096x1024", 128, 4096, 1024, false};
 
-void register_linear() {
-  const Shape& s = kLinear;
-  g_operands.push_back(std::make_unique<Operands>(s));
-  Operands& o = *g_operands.back();
+std::vector<bench::Contender> linear_contenders(const Shape& s, Operands& o) {
   x86::GemmProblem p = problem(s, o);
   p.epi.bias = o.bias.data();
   p.epi.act = x86::Activation::gelu;
   auto packed = x86::pack_b(p.b, s.K, s.N);
   g_packed.push_back(packed);
+  std::vector<bench::Contender> cs;
   // What the JIT's x86 backend runs for a Linear with a constant weight.
-  auto kiln_fn = [p, packed] { x86::gemm_prepacked(p, *packed, pool_n()); };
-  std::fill(o.c.begin(), o.c.end(), -7.0f);
-  kiln_fn();
-  g_all_checks_pass &= check("kiln fused", s, o, o.c.data(), true);
-  add("linear/" + s.name + "/kiln_fused", kiln_fn);
+  cs.push_back({"kiln_fused", [p, packed] { x86::gemm_prepacked(p, *packed, pool_n()); }});
 
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   static dnnl::stream stream(engine);
@@ -226,21 +190,13 @@ void register_linear() {
   float* C = o.c.data();
   const float* bias = o.bias.data();
   const int64_t M = s.M, N = s.N, K = s.K;
-  auto dnnl_fn = [=] {
-    for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, C + i * N);
-    dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 1.0f, C, N);
-    gelu->execute(stream, {{DNNL_ARG_SRC, *mem}, {DNNL_ARG_DST, *mem}});
-    stream.wait();
-  };
-  std::fill(o.c.begin(), o.c.end(), -7.0f);
-  dnnl_fn();
-  g_all_checks_pass &= check("onednn+separate", s, o, o.c.data(), true);
-  add("linear/" + s.name + "/onednn_separate", dnnl_fn);
-}
-
-double median(const std::string& name) {
-  auto it = g_results.find(name);
-  return it == g_results.end() ? 0.0 : it->second.median;
+  cs.push_back({"onednn_separate", [=] {
+                  for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, C + i * N);
+                  dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 1.0f, C, N);
+                  gelu->execute(stream, {{DNNL_ARG_SRC, *mem}, {DNNL_ARG_DST, *mem}});
+                  stream.wait();
+                }});
+  return cs;
 }
 
 std::string fmt(double v, const char* f = "%.1f") {
@@ -250,9 +206,41 @@ std::string fmt(double v, const char* f = "%.1f") {
   return buf;
 }
 
+// "1.02x (0.98-1.05)": the median of the per-round ratios and their quartiles.
+std::string fmt_ratio(const bench::Spread& r) {
+  if (!std::isfinite(r.median)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2fx (%.2f-%.2f)", r.median, r.low, r.high);
+  return buf;
+}
+
+double gflops(const Shape& s, const bench::PairedTimes& t, const std::string& who) {
+  const double sec = bench::seconds_of(t, who).median;
+  return std::isfinite(sec) ? 2.0 * double(s.M) * double(s.N) * double(s.K) / sec * 1e-9 : 0.0;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--rounds=", 0) == 0) {
+      o.rounds = std::max(1, std::atoi(a.c_str() + 9));
+    } else if (a.rfind("--burst=", 0) == 0) {
+      o.burst_s = std::max(0.001, std::atof(a.c_str() + 8));
+    } else if (a.rfind("--filter=", 0) == 0) {
+      o.filter = a.substr(9);
+    } else {
+      std::fprintf(stderr, "usage: gemm_bench [--rounds=N] [--burst=SECONDS] [--filter=SUBSTR]\n");
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
   const std::string pin = kiln::bench::pin_process(kThreads);
   openblas_set_num_threads(kThreads);
   set_omp_threads(kThreads);
@@ -261,6 +249,8 @@ int main(int argc, char** argv) {
   std::printf("threads: %d (%s); LIBXSMM and kiln on small shapes: 1 thread\n", kThreads,
               pin.c_str());
   std::printf("kiln x86 ISA: %s (KILN_ISA caps it)\n", x86::isa_name().c_str());
+  std::printf("paired rounds: %d, about %.0f ms per contender per round\n", opt.rounds,
+              opt.burst_s * 1e3);
   const double peak_n = kiln::bench::fma_peak_gflops(kThreads);
   const double peak_1 = kiln::bench::fma_peak_gflops(1);
   const double stream_n = kiln::bench::stream_triad_gbs(kThreads);
@@ -270,62 +260,71 @@ int main(int argc, char** argv) {
       peak_n, kThreads, peak_1, stream_n, kThreads);
 
   const auto codegen_before = x86::stats();
-  for (const Shape& s : kShapes) register_shape(s);
-  register_linear();
+  std::string table =
+      "| shape (MxNxK) | kiln GFLOP/s | oneDNN | OpenBLAS | LIBXSMM (1t) | kiln / best(oneDNN, "
+      "OpenBLAS) | kiln / OpenBLAS | kiln / LIBXSMM | kiln / FMA peak |\n"
+      "|---|---|---|---|---|---|---|---|---|\n";
+  std::string notes;
+  auto wanted = [&](const Shape& s) {
+    return opt.filter.empty() || s.name.find(opt.filter) != std::string::npos;
+  };
+  for (const Shape& s : kShapes) {
+    if (!wanted(s)) continue;
+    g_operands.push_back(std::make_unique<Operands>(s));
+    Operands& o = *g_operands.back();
+    const bench::PairedTimes t = measure(s, o, gemm_contenders(s, o), false, opt);
+    for (const std::string& name : t.names) {
+      const bench::Spread sec = bench::seconds_of(t, name);
+      std::printf("%-16s %-16s %12.2f us (quartiles %.2f-%.2f) %8.1f GFLOP/s\n", s.name.c_str(),
+                  name.c_str(), sec.median * 1e6, sec.low * 1e6, sec.high * 1e6,
+                  gflops(s, t, name));
+    }
+    const double k = gflops(s, t, "kiln"), d = gflops(s, t, "onednn"), b = gflops(s, t, "openblas"),
+                 x = gflops(s, t, "libxsmm");
+    const double peak = s.small ? peak_1 : peak_n;
+    char row[512];
+    std::snprintf(row, sizeof row, "| %s%s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+                  s.name.c_str(), s.small ? " (kiln 1t)" : "", fmt(k).c_str(), fmt(d).c_str(),
+                  fmt(b).c_str(), fmt(x).c_str(),
+                  fmt_ratio(bench::paired_speedup(t, "kiln", {"onednn", "openblas"})).c_str(),
+                  fmt_ratio(bench::paired_speedup(t, "kiln", {"openblas"})).c_str(),
+                  fmt_ratio(bench::paired_speedup(t, "kiln", {"libxsmm"})).c_str(),
+                  fmt(k / peak, "%.2f").c_str());
+    table += row;
+    if (s.M == 1) {
+      const double bytes = 4.0 * double(s.K * s.N + s.K + s.N);
+      auto gbs = [&](const char* who) { return bytes / bench::seconds_of(t, who).median * 1e-9; };
+      std::snprintf(row, sizeof row,
+                    "GEMV %s: kiln %s GB/s, oneDNN %s GB/s, OpenBLAS %s GB/s; kiln / STREAM "
+                    "triad = %s\n",
+                    s.name.c_str(), fmt(gbs("kiln")).c_str(), fmt(gbs("onednn")).c_str(),
+                    fmt(gbs("openblas")).c_str(), fmt(gbs("kiln") / stream_n, "%.2f").c_str());
+      notes += row;
+    }
+    if (s.small) {
+      std::snprintf(row, sizeof row, "%s: plan->run %.0f ns, gemm() with plan lookup %.0f ns\n",
+                    s.name.c_str(), bench::seconds_of(t, "kiln").median * 1e9,
+                    bench::seconds_of(t, "kiln_gemm_call").median * 1e9);
+      notes += row;
+    }
+  }
+  if (wanted(kLinear)) {
+    const Shape& s = kLinear;
+    g_operands.push_back(std::make_unique<Operands>(s));
+    Operands& o = *g_operands.back();
+    const bench::PairedTimes t = measure(s, o, linear_contenders(s, o), true, opt);
+    char row[512];
+    std::snprintf(row, sizeof row,
+                  "Linear+bias+GELU %ldx%ldx%ld: kiln fused %s GFLOP/s, oneDNN sgemm + separate "
+                  "bias/GELU %s GFLOP/s: %s\n",
+                  long(s.M), long(s.N), long(s.K), fmt(gflops(s, t, "kiln_fused")).c_str(),
+                  fmt(gflops(s, t, "onednn_separate")).c_str(),
+                  fmt_ratio(bench::paired_speedup(t, "kiln_fused", {"onednn_separate"})).c_str());
+    notes += row;
+  }
   const auto codegen_after = x86::stats();
 
-  benchmark::Initialize(&argc, argv);
-  CapturingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-
-  // The ratio table (markdown, for benchmarks/RESULTS.md).
-  std::printf(
-      "\n| shape (MxNxK) | kiln GFLOP/s | oneDNN | OpenBLAS | LIBXSMM (1t) | kiln / best(oneDNN, "
-      "OpenBLAS) | "
-      "kiln / OpenBLAS | kiln / LIBXSMM | kiln / FMA peak |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
-  for (const Shape& s : kShapes) {
-    const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
-    auto gf = [&](const char* impl) {
-      const double t = median("gemm/" + s.name + "/" + impl);
-      return t > 0 ? flops / t * 1e-9 : 0.0;
-    };
-    const double k = gf("kiln"), d = gf("onednn"), b = gf("openblas"), x = gf("libxsmm");
-    const double peak = s.small ? peak_1 : peak_n;
-    std::printf("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.name.c_str(),
-                s.small ? " (kiln 1t)" : "", fmt(k).c_str(), fmt(d).c_str(), fmt(b).c_str(),
-                fmt(x).c_str(), fmt(k / std::max(d, b), "%.2fx").c_str(),
-                fmt(k / b, "%.2fx").c_str(), fmt(x > 0 ? k / x : 0, "%.2fx").c_str(),
-                fmt(k / peak, "%.2f").c_str());
-  }
-  {
-    const Shape& s = kShapes.back();  // 1x4096x4096
-    const double bytes = 4.0 * double(s.K * s.N + s.K + s.N);
-    auto gbs = [&](const char* impl) {
-      const double t = median("gemm/" + s.name + "/" + impl);
-      return t > 0 ? bytes / t * 1e-9 : 0.0;
-    };
-    std::printf(
-        "\nGEMV %s: kiln %s GB/s, oneDNN %s GB/s, OpenBLAS %s GB/s; kiln / STREAM triad = %s\n",
-        s.name.c_str(), fmt(gbs("kiln")).c_str(), fmt(gbs("onednn")).c_str(),
-        fmt(gbs("openblas")).c_str(), fmt(gbs("kiln") / stream_n, "%.2f").c_str());
-    const double t16 = median("gemm/16^3/kiln"), t16d = median("gemm/16^3/kiln_gemm_call");
-    std::printf("16^3: plan->run %.0f ns, gemm() with plan lookup %.0f ns\n", t16 * 1e9,
-                t16d * 1e9);
-  }
-  {
-    const Shape& s = kLinear;
-    const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
-    const double tk = median("linear/" + s.name + "/kiln_fused"),
-                 td = median("linear/" + s.name + "/onednn_separate");
-    std::printf(
-        "\nLinear+bias+GELU %ldx%ldx%ld: kiln fused %s GFLOP/s, oneDNN sgemm + separate bias/GELU "
-        "%s GFLOP/s: "
-        "%s\n",
-        long(s.M), long(s.N), long(s.K), fmt(flops / tk * 1e-9).c_str(),
-        fmt(flops / td * 1e-9).c_str(), fmt(td / tk, "%.2fx").c_str());
-  }
+  std::printf("\n%s\n%s", table.c_str(), notes.c_str());
   const int64_t kernels = codegen_after.kernels_generated - codegen_before.kernels_generated;
   std::printf(
       "\ncodegen: %ld kernels for these shapes, %.3f ms total, %.3f ms mean, %.3f ms max (whole "
@@ -336,8 +335,8 @@ int main(int argc, char** argv) {
       codegen_after.codegen_ms_max);
   for (const auto& plan : g_plans)
     for (const auto& k : plan->kernels())
-      std::printf("  %-70s %7.3f ms %6ld bytes\n", k.name.c_str(), k.codegen_ms,
-                  long(k.code_bytes));
+      std::printf("  %-70s %7.3f ms %6ld bytes%s\n", k.name.c_str(), k.codegen_ms,
+                  long(k.code_bytes), k.loaded_from_disk ? " (disk cache)" : "");
   std::printf("result checks: %s\n", g_all_checks_pass ? "all passed" : "FAILURES (see above)");
   return g_all_checks_pass ? 0 : 1;
 }
