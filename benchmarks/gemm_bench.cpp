@@ -28,6 +28,7 @@ namespace {
 namespace x86 = kiln::x86;
 namespace bench = kiln::bench;
 constexpr int kThreads = 2;
+constexpr double kOpenblasSpinSeconds = 0.15;
 
 struct Shape {
   std::string name;
@@ -141,10 +142,12 @@ std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
   float* B = o.b.data();
   float* C = o.c.data();
   const int64_t M = s.M, N = s.N, K = s.K;
-  cs.push_back({"openblas", [=] {
+  cs.push_back({"openblas",
+                [=] {
                   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K),
                               1.0f, A, int(K), B, int(N), 0.0f, C, int(N));
-                }});
+                },
+                kOpenblasSpinSeconds});
   cs.push_back({"onednn", [=] { dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }});
   if (s.small) {
     // LIBXSMM is column-major: C^T (N x M) = B^T (N x K) * A^T (K x M).
@@ -237,9 +240,27 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// OpenBLAS 0.3.21 (Debian 12) knows no CPU newer than Cooper Lake and falls back to its generic
+// SSE3 "Prescott" kernels on others (Emerald Rapids here: 32 GFLOP/s at 512^3 instead of ~200).
+// Its core type is read when the library loads, so when it guessed that and the CPU has AVX-512
+// (or AVX2), the benchmark restarts itself with the newest matching core type.
+void fix_openblas_core_type(char** argv) {
+  const std::string core = openblas_get_corename();
+  if (std::getenv("OPENBLAS_CORETYPE") || core != "Prescott") return;
+  const char* want = __builtin_cpu_supports("avx512bf16") ? "Cooperlake"
+                     : __builtin_cpu_supports("avx512f")  ? "SkylakeX"
+                     : __builtin_cpu_supports("avx2")     ? "Haswell"
+                                                          : nullptr;
+  if (!want) return;
+  setenv("OPENBLAS_CORETYPE", want, 1);
+  execv("/proc/self/exe", argv);
+  std::perror("gemm_bench: re-exec with OPENBLAS_CORETYPE failed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  fix_openblas_core_type(argv);
   const Options opt = parse(argc, argv);
   const std::string pin = kiln::bench::pin_process(kThreads);
   openblas_set_num_threads(kThreads);
@@ -248,7 +269,9 @@ int main(int argc, char** argv) {
   std::printf("machine: %s\n", kiln::bench::machine_line().c_str());
   std::printf("threads: %d (%s); LIBXSMM and kiln on small shapes: 1 thread\n", kThreads,
               pin.c_str());
-  std::printf("kiln x86 ISA: %s (KILN_ISA caps it)\n", x86::isa_name().c_str());
+  std::printf("kiln x86 ISA: %s (KILN_ISA caps it); OpenBLAS core type: %s%s\n",
+              x86::isa_name().c_str(), openblas_get_corename(),
+              std::getenv("OPENBLAS_CORETYPE") ? " (set by OPENBLAS_CORETYPE)" : "");
   std::printf("paired rounds: %d, about %.0f ms per contender per round\n", opt.rounds,
               opt.burst_s * 1e3);
   const double peak_n = kiln::bench::fma_peak_gflops(kThreads);

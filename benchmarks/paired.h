@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kiln::bench {
@@ -18,6 +19,9 @@ namespace kiln::bench {
 struct Contender {
   std::string name;
   std::function<void()> run;
+  // Sleep after each of its bursts: for a library whose idle threads spin for a while after a
+  // call (OpenBLAS: about 2^28 TSC ticks), so that they do not take the cores of the next one.
+  double settle_s = 0;
 };
 
 // Seconds per call of each contender in each round: seconds[contender][round].
@@ -81,6 +85,8 @@ inline PairedTimes run_paired(const std::vector<Contender>& cs, int rounds, doub
       const auto t0 = clock::now();
       for (long c = 0; c < calls[i]; ++c) cs[i].run();
       out.seconds[i][size_t(r)] = seconds_since(t0) / double(calls[i]);
+      if (cs[i].settle_s > 0)
+        std::this_thread::sleep_for(std::chrono::duration<double>(cs[i].settle_s));
     }
   }
   return out;
