@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <vector>
 
 namespace kiln::x86 {
 
@@ -124,24 +125,41 @@ void DirectGen::tile(int mr, int nv, int last_n) {
     for (int64_t u = 0; u < K % kUnroll; ++u) k_step(mr, nv, last_n, u, true);
   }
   const ax::Vec t[4] = {v_.vec(nacc_), v_.vec(nacc_ + 1), v_.vec(nacc_ + 2), v_.vec(nacc_ + 3)};
-  // With K split into blocks (skinny shapes), C holds the partial sum between blocks.
+  // With K split into blocks (skinny shapes), C holds the partial sum between blocks. An
+  // activation worth a second pass (all but relu) is applied by one, with the residual, over the
+  // stored tile in groups of independent lanes (see packed_kernel.cpp).
   const bool last = d_.last != 0;
+  const Activation act = last ? Activation(d_.act) : Activation::none;
+  const bool second_pass = VecEmitter::needs_pass(act);
   VecEmitter::Epilogue e;
   e.scale = last && d_.has_scale;
   e.scale_mem = ax::dword_ptr(args_, arg(offsetof(KernelArgs, scale)));
   e.bias = last && d_.has_bias;
-  e.act = last ? Activation(d_.act) : Activation::none;
-  e.residual = last && d_.has_residual;
+  e.act = second_pass ? Activation::none : act;
+  e.residual = last && d_.has_residual && !second_pass;
+  auto c_mem = [&](int i, int j) {
+    return ax::ptr(ci_, col_, 0, int32_t((i * d_.ldc + j * vl_) * 4));
+  };
+  auto res_mem = [&](int i, int j) {
+    return ax::ptr(ri_, col_, 0, int32_t((i * d_.ld_res + j * vl_) * 4));
+  };
   for (int i = 0; i < mr; ++i) {
     for (int j = 0; j < nv; ++j) {
       const int n = j == nv - 1 ? last_n : vl_;
-      const ax::Mem cm = ax::ptr(ci_, col_, 0, int32_t((i * d_.ldc + j * vl_) * 4));
+      const ax::Mem cm = c_mem(i, j);
       if (d_.accumulate) v_.add_mem(acc_reg(v_, nv, i, j), cm, n, t[0]);
       e.bias_mem = ax::ptr(bias_, col_, 0, int32_t(j * vl_ * 4));
-      e.residual_mem = ax::ptr(ri_, col_, 0, int32_t((i * d_.ld_res + j * vl_) * 4));
+      e.residual_mem = res_mem(i, j);
       v_.epilogue(acc_reg(v_, nv, i, j), e, n, t);
       v_.store_masked(cm, acc_reg(v_, nv, i, j), n, t[0]);
     }
+  }
+  if (second_pass) {
+    std::vector<VecEmitter::TileItem> items;
+    for (int i = 0; i < mr; ++i)
+      for (int j = 0; j < nv; ++j)
+        items.push_back({c_mem(i, j), res_mem(i, j), j == nv - 1 ? last_n : vl_});
+    v_.activation_pass(items, act, last && d_.has_residual, 0);
   }
 }
 

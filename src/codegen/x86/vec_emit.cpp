@@ -1,6 +1,9 @@
 // Shared emission helpers for the GEMM generators: constants, masks and the fused epilogue math.
 #include "codegen/x86/vec_emit.h"
 
+#include "support/check.h"
+
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 
@@ -141,74 +144,136 @@ void VecEmitter::or_reg(const ax::Vec& dst, const ax::Vec& x, const ax::Vec& y) 
     a_.vorps(dst, x, y);
 }
 
-// z = exp(z), about 1 ulp on [-87, 88]; inputs are clamped to that range.
-void VecEmitter::exp_inplace(const ax::Vec& z, const ax::Vec& ta, const ax::Vec& tb) {
-  a_.vminps(z, z, cst(kExpHi));
-  a_.vmaxps(z, z, cst(kExpLo));
-  a_.vmulps(ta, z, cst(kLog2e));
-  if (avx512_)
-    a_.vrndscaleps(ta, ta, 0x08);  // nearest, no precision exception
-  else
-    a_.vroundps(ta, ta, 0x08);
-  a_.vfnmadd231ps(z, ta, cst(kLn2Hi));
-  a_.vfnmadd231ps(z, ta, cst(kLn2Lo));
-  a_.vmovaps(tb, cst(kExpP0));
-  for (int i = 1; i < 8; ++i) a_.vfmadd213ps(tb, z, cst(ConstId(kExpP0 + i)));
+// z = exp(z) for every lane's z = l.t[zi] (temporaries l.t[ai], l.t[bi]), about 1 ulp on [-87, 88];
+// inputs are clamped to that range.
+void VecEmitter::exp_lanes(std::span<const ActLane> lanes, int zi, int ai, int bi) {
+  auto each = [&](auto&& emit) {
+    for (const ActLane& l : lanes) emit(l.t[zi], l.t[ai], l.t[bi]);
+  };
+  each([&](auto& z, auto&, auto&) { a_.vminps(z, z, cst(kExpHi)); });
+  each([&](auto& z, auto&, auto&) { a_.vmaxps(z, z, cst(kExpLo)); });
+  each([&](auto& z, auto& ta, auto&) { a_.vmulps(ta, z, cst(kLog2e)); });
+  each([&](auto&, auto& ta, auto&) {
+    if (avx512_)
+      a_.vrndscaleps(ta, ta, 0x08);  // nearest, no precision exception
+    else
+      a_.vroundps(ta, ta, 0x08);
+  });
+  each([&](auto& z, auto& ta, auto&) { a_.vfnmadd231ps(z, ta, cst(kLn2Hi)); });
+  each([&](auto& z, auto& ta, auto&) { a_.vfnmadd231ps(z, ta, cst(kLn2Lo)); });
+  each([&](auto&, auto&, auto& tb) { a_.vmovaps(tb, cst(kExpP0)); });
+  for (int i = 1; i < 8; ++i)
+    each([&](auto& z, auto&, auto& tb) { a_.vfmadd213ps(tb, z, cst(ConstId(kExpP0 + i))); });
   if (avx512_) {
-    a_.vscalefps(z, tb, ta);
+    each([&](auto& z, auto& ta, auto& tb) { a_.vscalefps(z, tb, ta); });
   } else {
-    a_.vcvtps2dq(ta, ta);
-    a_.vpslld(ta, ta, 23);
-    a_.vpaddd(z, tb, ta);
+    each([&](auto&, auto& ta, auto&) { a_.vcvtps2dq(ta, ta); });
+    each([&](auto&, auto& ta, auto&) { a_.vpslld(ta, ta, 23); });
+    each([&](auto& z, auto& ta, auto& tb) { a_.vpaddd(z, tb, ta); });
   }
 }
 
-void VecEmitter::activation(const ax::Vec& x, Activation act, const ax::Vec t[4]) {
+int VecEmitter::act_temps(Activation act) {
+  switch (act) {
+    case Activation::none:
+    case Activation::relu:
+      return 0;
+    case Activation::silu:
+    case Activation::gelu_tanh:
+      return 3;
+    case Activation::gelu:
+      return 4;
+  }
+  return 4;
+}
+
+void VecEmitter::activation(std::span<const ActLane> lanes, Activation act) {
+  // One instruction for every lane before the next: each lane's chain is tens of dependent ops,
+  // and independent chains side by side keep the vector units busy instead of waiting on latency.
+  auto each = [&](auto&& emit) {
+    for (const ActLane& l : lanes) emit(l.x, l.t);
+  };
   switch (act) {
     case Activation::none:
       return;
     case Activation::relu:
-      a_.vmaxps(x, x, cst(kZero));
+      each([&](auto& x, auto) { a_.vmaxps(x, x, cst(kZero)); });
       return;
     case Activation::silu:  // x / (1 + e^-x)
-      a_.vmulps(t[0], x, cst(kNegOne));
-      exp_inplace(t[0], t[1], t[2]);
-      a_.vaddps(t[0], t[0], cst(kOne));
-      a_.vdivps(x, x, t[0]);
+      each([&](auto& x, auto t) { a_.vmulps(t[0], x, cst(kNegOne)); });
+      exp_lanes(lanes, 0, 1, 2);
+      each([&](auto&, auto t) { a_.vaddps(t[0], t[0], cst(kOne)); });
+      each([&](auto& x, auto t) { a_.vdivps(x, x, t[0]); });
       return;
     case Activation::gelu_tanh:  // x / (1 + e^{x (-K - K A x^2)})
-      a_.vmulps(t[0], x, x);
-      a_.vmulps(t[0], t[0], cst(kGeluTanhNegKA));
-      a_.vaddps(t[0], t[0], cst(kGeluTanhNegK));
-      a_.vmulps(t[0], t[0], x);
-      exp_inplace(t[0], t[1], t[2]);
-      a_.vaddps(t[0], t[0], cst(kOne));
-      a_.vdivps(x, x, t[0]);
+      each([&](auto& x, auto t) { a_.vmulps(t[0], x, x); });
+      each([&](auto&, auto t) { a_.vmulps(t[0], t[0], cst(kGeluTanhNegKA)); });
+      each([&](auto&, auto t) { a_.vaddps(t[0], t[0], cst(kGeluTanhNegK)); });
+      each([&](auto& x, auto t) { a_.vmulps(t[0], t[0], x); });
+      exp_lanes(lanes, 0, 1, 2);
+      each([&](auto&, auto t) { a_.vaddps(t[0], t[0], cst(kOne)); });
+      each([&](auto& x, auto t) { a_.vdivps(x, x, t[0]); });
       return;
     case Activation::gelu: {  // x * Phi(x), Phi(x) = 0.5 + sign(x) (0.5 - 0.5 q)
-      and_mem(t[0], x, cst(kAbsMask));
-      a_.vmulps(t[0], t[0], cst(kErfP));
-      a_.vaddps(t[0], t[0], cst(kOne));
-      a_.vmovaps(t[1], cst(kOne));
-      a_.vdivps(t[0], t[1], t[0]);  // t
-      a_.vmovaps(t[1], cst(kErfA5));
-      for (int i = 3; i >= 0; --i) a_.vfmadd213ps(t[1], t[0], cst(ConstId(kErfA1 + i)));
-      a_.vmulps(t[1], t[1], t[0]);  // poly(t)
-      a_.vmulps(t[0], x, x);
-      a_.vmulps(t[0], t[0], cst(kNegHalf));
-      // Bounded at -80 so that q below stays a normal float: from exp's own bound (-87.3) q would
+      each([&](auto& x, auto t) { and_mem(t[0], x, cst(kAbsMask)); });
+      each([&](auto&, auto t) { a_.vmulps(t[0], t[0], cst(kErfP)); });
+      each([&](auto&, auto t) { a_.vaddps(t[0], t[0], cst(kOne)); });
+      each([&](auto&, auto t) { a_.vmovaps(t[1], cst(kOne)); });
+      each([&](auto&, auto t) { a_.vdivps(t[0], t[1], t[0]); });  // t
+      each([&](auto&, auto t) { a_.vmovaps(t[1], cst(kErfA5)); });
+      for (int i = 3; i >= 0; --i)
+        each([&](auto&, auto t) { a_.vfmadd213ps(t[1], t[0], cst(ConstId(kErfA1 + i))); });
+      each([&](auto&, auto t) { a_.vmulps(t[1], t[1], t[0]); });  // poly(t)
+      each([&](auto& x, auto t) { a_.vmulps(t[0], x, x); });
+      each([&](auto&, auto t) { a_.vmulps(t[0], t[0], cst(kNegHalf)); });
+      // Bounded at -80 so that q below stays a normal float: from exp's own bound (-87) q would
       // be denormal, and every op on a denormal lane costs a microcode assist (~100+ cycles on
       // Intel), several times the whole epilogue. Phi(x) rounds to 0 or 1 beyond |x| = 12.7.
-      a_.vmaxps(t[0], t[0], cst(kErfExpLo));
-      exp_inplace(t[0], t[2], t[3]);  // e^{-x^2/2}
-      a_.vmulps(t[1], t[1], t[0]);    // q = 1 - erf(|x| / sqrt 2)
-      a_.vmulps(t[1], t[1], cst(kNegHalf));
-      a_.vaddps(t[1], t[1], cst(kHalf));  // 0.5 - 0.5 q >= 0
-      and_mem(t[0], x, cst(kSignMask));
-      or_reg(t[1], t[1], t[0]);
-      a_.vaddps(t[1], t[1], cst(kHalf));
-      a_.vmulps(x, x, t[1]);
+      each([&](auto&, auto t) { a_.vmaxps(t[0], t[0], cst(kErfExpLo)); });
+      exp_lanes(lanes, 0, 2, 3);                                  // e^{-x^2/2}
+      each([&](auto&, auto t) { a_.vmulps(t[1], t[1], t[0]); });  // q = 1 - erf(|x| / sqrt 2)
+      each([&](auto&, auto t) { a_.vmulps(t[1], t[1], cst(kNegHalf)); });
+      each([&](auto&, auto t) { a_.vaddps(t[1], t[1], cst(kHalf)); });  // 0.5 - 0.5 q >= 0
+      each([&](auto& x, auto t) { and_mem(t[0], x, cst(kSignMask)); });
+      each([&](auto&, auto t) { or_reg(t[1], t[1], t[0]); });
+      each([&](auto&, auto t) { a_.vaddps(t[1], t[1], cst(kHalf)); });
+      each([&](auto& x, auto t) { a_.vmulps(x, x, t[1]); });
       return;
+    }
+  }
+}
+
+void VecEmitter::activation(const ax::Vec& x, Activation act, const ax::Vec t[4]) {
+  const ActLane lane{x, {t[0], t[1], t[2], t[3]}};
+  activation(std::span<const ActLane>(&lane, 1), act);
+}
+
+void VecEmitter::activation_pass(std::span<const TileItem> items, Activation act, bool residual,
+                                 int first_reg) {
+  const bool masked =
+      std::any_of(items.begin(), items.end(), [&](const TileItem& it) { return it.n < lanes(); });
+  // AVX2's masked loads and stores need a register for the mask.
+  const int last_reg = num_regs() - (masked && !avx512_ ? 1 : 0);
+  const ax::Vec mask_tmp = vec(num_regs() - 1);
+  const int per_lane = 1 + std::max(1, act_temps(act));
+  const size_t group = size_t(std::max(1, (last_reg - first_reg) / per_lane));
+  KILN_CHECK(first_reg + per_lane <= last_reg) << "no registers for the activation pass";
+  std::vector<ActLane> lanes_;
+  for (size_t g0 = 0; g0 < items.size(); g0 += group) {
+    const size_t n = std::min(group, items.size() - g0);
+    lanes_.clear();
+    for (size_t l = 0; l < n; ++l) {
+      const int r = first_reg + int(l) * per_lane;
+      ActLane lane{vec(r), {}};
+      for (int i = 0; i < 4; ++i) lane.t[i] = vec(r + 1 + std::min(i, per_lane - 2));  // unused
+      lanes_.push_back(lane);  // past act_temps(act)
+    }
+    for (size_t l = 0; l < n; ++l)
+      load_masked(lanes_[l].x, items[g0 + l].c, items[g0 + l].n, mask_tmp);
+    activation(lanes_, act);
+    for (size_t l = 0; l < n; ++l) {
+      if (residual) add_mem(lanes_[l].x, items[g0 + l].residual, items[g0 + l].n, mask_tmp);
+      store_masked(items[g0 + l].c, lanes_[l].x, items[g0 + l].n, mask_tmp);
     }
   }
 }

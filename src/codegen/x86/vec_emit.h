@@ -8,6 +8,7 @@
 #include <asmjit/x86.h>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace kiln::x86 {
@@ -95,8 +96,32 @@ class VecEmitter {
   void epilogue(const ax::Vec& x, const Epilogue& e, int n, const ax::Vec t[4]);
   void activation(const ax::Vec& x, Activation act, const ax::Vec t[4]);
 
+  // One value of an activation group and its temporaries (t[act_temps(act)..] unused).
+  struct ActLane {
+    ax::Vec x;
+    ax::Vec t[4];
+  };
+  static int act_temps(Activation act);
+  // The activation of every lane, emitted one instruction across all lanes before the next: one
+  // lane's chain is tens of dependent ops (gelu: ~40, with a divide and an exp), so a tile done a
+  // vector at a time waits on latency; independent lanes side by side fill the pipeline.
+  void activation(std::span<const ActLane> lanes, Activation act);
+  // Activations that are worth a second pass over the tile (everything but relu).
+  static bool needs_pass(Activation act) { return act_temps(act) > 0; }
+
+  // The second half of a tile's epilogue, for activations needs_pass(): each item's value
+  // (already stored at `c`, scale and bias applied) is loaded, activated in groups of as many
+  // lanes as registers [first_reg, num_regs()) hold, the residual added, and stored back.
+  struct TileItem {
+    ax::Mem c;
+    ax::Mem residual;
+    int n = 0;  // valid lanes
+  };
+  void activation_pass(std::span<const TileItem> items, Activation act, bool residual,
+                       int first_reg);
+
  private:
-  void exp_inplace(const ax::Vec& z, const ax::Vec& ta, const ax::Vec& tb);
+  void exp_lanes(std::span<const ActLane> lanes, int zi, int ai, int bi);
   void and_mem(const ax::Vec& dst, const ax::Vec& src, const ax::Mem& m);
   void or_reg(const ax::Vec& dst, const ax::Vec& a, const ax::Vec& b);
   ax::Mem mask_mem(int n) const;
