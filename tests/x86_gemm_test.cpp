@@ -68,8 +68,8 @@ TEST_CASE("x86 gemm: transposed, strided and offset operands", "[x86][gemm]") {
   const std::vector<Shape> shapes = {{1, 1, 1},      {5, 7, 3},    {16, 16, 16},    {23, 57, 91},
                                      {1, 300, 77},   {4, 200, 40}, {64, 64, 64},    {33, 17, 129},
                                      {129, 65, 300}, {200, 1, 70}, {300, 260, 400}, {17, 1000, 33}};
-  const Layout layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
-                            Layout::broadcast_row};
+  const Layout layouts[] = {Layout::row_major,     Layout::transposed, Layout::strided,
+                            Layout::broadcast_row, Layout::padded,     Layout::reversed_rows};
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
       for (Layout la : layouts) {
@@ -252,7 +252,8 @@ TEST_CASE("x86 gemm: large blocking (threads split M or N, several MC, NC and K 
   // Each thread owns a block of C and packs its own A (MC x KC) and B (KC x NC) blocks: shapes that
   // give a thread several MC blocks (split M), several NC blocks (split N), three K blocks (first,
   // middle, last kernels) and edges in M and N; on pools of 1, 2 and 3 threads; B packed from
-  // row-major and transposed layouts and prepacked.
+  // row-major, reversed, padded and transposed layouts (the first micro-panel over a B panel
+  // packs it from unit-stride rows) and prepacked.
   const std::vector<Shape> shapes = {
       {1100, 300, 1100},
       {128, 1100, 1030},
@@ -268,7 +269,10 @@ TEST_CASE("x86 gemm: large blocking (threads split M or N, several MC, NC and K 
         const bool epi = variant % 2 == 1;
         const EpiKind e{epi ? Activation::gelu : Activation::none, epi, epi, epi};
         const Layout la = variant % 3 == 2 ? Layout::transposed : Layout::row_major;
-        const Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
+        const Layout lb = variant % 4 == 3   ? Layout::transposed
+                          : variant % 4 == 1 ? Layout::reversed_rows
+                          : variant % 8 == 2 ? Layout::padded
+                                             : Layout::row_major;
         INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads "
                            << pool->num_threads() << " A " << layout_name(la) << " B "
                            << layout_name(lb) << " epilogue " << epi);

@@ -17,7 +17,9 @@ struct Shape {
   int64_t M, N, K;
 };
 
-enum class Layout { row_major, transposed, strided, broadcast_row };
+// padded: unit-stride rows ld = cols + 7 apart, from an unaligned start; reversed_rows: the last
+// row first (negative row stride), as a view x[::-1] gives.
+enum class Layout { row_major, transposed, strided, broadcast_row, padded, reversed_rows };
 inline const char* layout_name(Layout l) {
   switch (l) {
     case Layout::row_major:
@@ -28,6 +30,10 @@ inline const char* layout_name(Layout l) {
       return "strided";
     case Layout::broadcast_row:
       return "broadcast_row";
+    case Layout::padded:
+      return "padded";
+    case Layout::reversed_rows:
+      return "reversed_rows";
   }
   return "?";
 }
@@ -75,6 +81,12 @@ struct Operand {
         break;
       case Layout::broadcast_row:
         rs = 0, cs = 1, size = cols;
+        break;
+      case Layout::padded:
+        rs = cols + 7, cs = 1, offset = 3, size = rows * rs;
+        break;
+      case Layout::reversed_rows:
+        rs = -(cols + 1), cs = 1, offset = (rows - 1) * (cols + 1), size = cols;
         break;
     }
     storage.resize(size_t(offset + size + 1));

@@ -59,6 +59,7 @@ std::string KernelDesc::name() const {
   if (kind == KernelKind::packed) {
     s += "_" + num(MR) + "x" + num(NR) + "_m" + num(rows) + "n" + num(cols);
     if (accumulate) s += "_acc";
+    if (pack_b) s += "_packb";
   } else if (kind == KernelKind::stream) {
     s += "_N" + num(cols) + "_a" + num(a_cs) + "_b" + num(b_rs);
   } else {
@@ -103,7 +104,7 @@ struct DescHash {
 //   address) | code (with those bytes zero) | listing
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
-constexpr uint64_t kBlobVersion = 2;
+constexpr uint64_t kBlobVersion = 3;
 constexpr uint64_t kMaxRelocs = 64;  // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 9 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;      // real kernels are a few KiB
@@ -211,10 +212,11 @@ std::string canonical_text(const KernelDesc& d) {
   f("has_scale", d.has_scale);
   f("act", d.act);
   f("has_residual", d.has_residual);
+  f("pack_b", d.pack_b);
   return s;
 }
 // A field added to KernelDesc must be added to canonical_text() (and bumps kBlobVersion).
-static_assert(sizeof(KernelDesc) == 18 * sizeof(int64_t));
+static_assert(sizeof(KernelDesc) == 19 * sizeof(int64_t));
 
 cache::CacheKey blob_key(const KernelDesc& d) {
   char cpu[32];
