@@ -89,6 +89,19 @@ TEST_CASE("x86 blob probe", "[.probe]") {
   r["elapsed_us"] = double(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
           .count());
+  // Listings are not stored in blobs: loaded kernels make theirs again from the descriptor.
+  double listings = 0, listed = 0;
+  for (Isa isa : supported_isas()) {
+    for (const ProbeCase& pc : probe_cases()) {
+      Case c(pc.s, Layout::row_major, Layout::row_major, pc.e, 1);
+      for (const KernelInfo& k : kernels_for(c.problem(), isa)) {
+        listings += 1;
+        listed += k.listing.find("vfmadd231ps") != std::string::npos ? 1 : 0;
+      }
+    }
+  }
+  r["listings"] = listings;
+  r["listings_with_fma"] = listed;
   GemmStats s = stats();
   r["runs"] = double(runs);
   r["max_violation"] = worst;
@@ -169,6 +182,8 @@ TEST_CASE("x86 blob cache: a second process loads every kernel from disk", "[x86
   CHECK(warm["stored"] == 0);
   CHECK(warm["hash_lo"] == cold["hash_lo"]);  // bit-identical results
   CHECK(warm["hash_hi"] == cold["hash_hi"]);
+  CHECK(warm["listings"] > 0);
+  CHECK(warm["listings_with_fma"] == warm["listings"]);
 
   // Every blob's key names the kiln build that generated it: a rebuilt kiln (other generators,
   // same version number) misses instead of loading this build's code.

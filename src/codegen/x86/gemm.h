@@ -106,7 +106,7 @@ void gemm_prepacked(const GemmProblem& p, const PackedB& packed, ThreadPool& poo
 // One generated kernel, as kept in the registry.
 struct KernelInfo {
   std::string name;       // e.g. "packed_avx512_14x32_m14n32_first_last_bias_gelu"
-  std::string listing;    // asmjit's listing
+  std::string listing;    // asmjit's listing (made again from the descriptor when asked for)
   double codegen_ms = 0;  // time this process spent on it: codegen, or the disk-cache load
   int64_t code_bytes = 0;
   bool loaded_from_disk = false;  // from an x86 blob in the disk cache, not generated

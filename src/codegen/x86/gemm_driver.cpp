@@ -120,7 +120,10 @@ GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GemmPlan::~GemmPlan() = default;
 std::vector<KernelInfo> GemmPlan::kernels() const {
   std::vector<KernelInfo> infos;
-  for (const Kernel* k : impl_->used) infos.push_back(k->info);
+  for (const Kernel* k : impl_->used) {
+    infos.push_back(k->info);
+    infos.back().listing = kernel_listing(*k);
+  }
   return infos;
 }
 

@@ -4,15 +4,16 @@
 //
 // Kernels are also kept in the on-disk cache (DiskCache, PayloadKind::x86_blob) so that a new
 // process loads them instead of running asmjit again. A blob is a small header, the descriptor it
-// was generated for (echoed and compared on load), a relocation table, the code bytes and the
-// asmjit listing. Relocation: every label reference is rip-relative inside the one code buffer, so
-// the whole buffer is valid at any address, except for the constant table's address, which
-// load_const_base() (vec_emit.cpp) bakes in as a movabs immediate; its offsets are recorded while
-// the kernel is generated, zeroed in the blob and patched with this process's address on load.
-// Only such kernels are cached: one section, no asmjit relocation entries (absolute addresses,
-// calls to host functions, cross-section references, an address table), and the constant table's
-// address found in the code exactly at the recorded offsets. Anything else is not stored (counted
-// as not cacheable); none of today's generators emit it.
+// was generated for (echoed and compared on load), a relocation table and the code bytes (the
+// asmjit listing is not kept: kernel_listing() makes it again from the descriptor). Relocation:
+// every label reference is rip-relative inside the one code buffer, so the whole buffer is valid at
+// any address, except for the constant table's address, which load_const_base() (vec_emit.cpp)
+// bakes in as a movabs immediate; its offsets are recorded while the kernel is generated, zeroed in
+// the blob and patched with this process's address on load. Only such kernels are cached: one
+// section, no asmjit relocation entries (absolute addresses, calls to host functions, cross-section
+// references, an address table), and the constant table's address found in the code exactly at the
+// recorded offsets. Anything else is not stored (counted as not cacheable); none of today's
+// generators emit it.
 #include "codegen/x86/kernel_registry.h"
 
 #include "cache/disk_cache.h"
@@ -98,17 +99,16 @@ struct DescHash {
 // the bytes.
 //
 //   magic "KILNX86B" | format version | header bytes | relocation count |
-//   code alignment | entry offset | code bytes | listing bytes | descriptor bytes |
+//   code alignment | entry offset | code bytes | descriptor bytes |
 //   codegen ns (of the process that generated it) |
 //   descriptor | relocation offsets (one uint64 each: 8 code bytes that get the constant table's
-//   address) | code (with those bytes zero) | listing
+//   address) | code (with those bytes zero)
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
-constexpr uint64_t kBlobVersion = 3;
+constexpr uint64_t kBlobVersion = 4;
 constexpr uint64_t kMaxRelocs = 64;  // one per kernel today
-constexpr uint64_t kBlobHeaderBytes = 8 + 9 * 8;
-constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;      // real kernels are a few KiB
-constexpr uint64_t kMaxListingBytes = uint64_t{16} << 20;  // real listings are tens of KiB
+constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
+constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB
 constexpr uint64_t kMaxAlignment = 64;  // JitAllocator's granularity; never more is asked for
 
 void put_u64(std::vector<uint8_t>& out, uint64_t v) {
@@ -117,9 +117,9 @@ void put_u64(std::vector<uint8_t>& out, uint64_t v) {
 
 std::vector<uint8_t> encode_blob(const KernelDesc& d, const void* code, size_t code_size,
                                  const std::vector<uint64_t>& relocs, uint64_t alignment,
-                                 const std::string& listing, int64_t codegen_ns) {
+                                 int64_t codegen_ns) {
   std::vector<uint8_t> out;
-  out.reserve(kBlobHeaderBytes + sizeof(d) + 8 * relocs.size() + code_size + listing.size());
+  out.reserve(kBlobHeaderBytes + sizeof(d) + 8 * relocs.size() + code_size);
   out.insert(out.end(), kBlobMagic, kBlobMagic + 8);
   put_u64(out, kBlobVersion);
   put_u64(out, kBlobHeaderBytes);
@@ -127,7 +127,6 @@ std::vector<uint8_t> encode_blob(const KernelDesc& d, const void* code, size_t c
   put_u64(out, alignment);
   put_u64(out, 0);  // entry offset: the function starts at the buffer's start
   put_u64(out, code_size);
-  put_u64(out, listing.size());
   put_u64(out, sizeof(d));
   put_u64(out, uint64_t(codegen_ns));
   const auto* dp = reinterpret_cast<const uint8_t*>(&d);
@@ -137,7 +136,6 @@ std::vector<uint8_t> encode_blob(const KernelDesc& d, const void* code, size_t c
   const size_t code_start = out.size();
   out.insert(out.end(), cp, cp + code_size);
   for (uint64_t r : relocs) std::memset(out.data() + code_start + r, 0, 8);
-  out.insert(out.end(), listing.begin(), listing.end());
   return out;
 }
 
@@ -145,7 +143,6 @@ struct BlobView {
   uint64_t alignment = 1, entry_offset = 0;
   std::vector<uint64_t> relocs;
   std::span<const uint8_t> code;
-  std::string_view listing;
 };
 
 // A view of a valid blob for `d`, or nothing (any inconsistency is a miss).
@@ -158,15 +155,14 @@ std::optional<BlobView> decode_blob(std::span<const uint8_t> b, const KernelDesc
     return v;
   };
   const uint64_t version = u64(0), header = u64(1), relocs = u64(2), align = u64(3), entry = u64(4),
-                 code_size = u64(5), listing_size = u64(6), desc_size = u64(7);
+                 code_size = u64(5), desc_size = u64(6);
   if (version != kBlobVersion || header != kBlobHeaderBytes || relocs > kMaxRelocs)
     return std::nullopt;
   if (align == 0 || align > kMaxAlignment || (align & (align - 1)) != 0) return std::nullopt;
   if (code_size == 0 || code_size > kMaxCodeBytes || entry >= code_size) return std::nullopt;
-  if (listing_size > kMaxListingBytes || desc_size != sizeof(KernelDesc)) return std::nullopt;
+  if (desc_size != sizeof(KernelDesc)) return std::nullopt;
   // Each size is bounded above, so the sum cannot overflow.
-  if (uint64_t(b.size()) != header + desc_size + 8 * relocs + code_size + listing_size)
-    return std::nullopt;
+  if (uint64_t(b.size()) != header + desc_size + 8 * relocs + code_size) return std::nullopt;
   const uint8_t* p = b.data() + header;
   if (std::memcmp(p, &d, sizeof(d)) != 0) return std::nullopt;  // a different descriptor
   p += desc_size;
@@ -180,8 +176,6 @@ std::optional<BlobView> decode_blob(std::span<const uint8_t> b, const KernelDesc
   v.alignment = align;
   v.entry_offset = entry;
   v.code = std::span<const uint8_t>(p, size_t(code_size));
-  p += code_size;
-  v.listing = std::string_view(reinterpret_cast<const char*>(p), size_t(listing_size));
   return v;
 }
 
@@ -306,8 +300,8 @@ class Registry {
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                   std::chrono::steady_clock::now() - start)
                   .count();
+    k->desc = d;
     k->info.name = d.name();
-    k->info.listing.assign(blob->listing);
     k->info.codegen_ms = double(ns) * 1e-6;  // what this process spent: the load
     k->info.code_bytes = int64_t(blob->code.size());
     k->info.loaded_from_disk = true;
@@ -334,28 +328,44 @@ class Registry {
     return found == sites.size();
   }
 
-  std::unique_ptr<Kernel> generate(const KernelDesc& d, const cache::CacheKey* key) {
-    auto start = std::chrono::steady_clock::now();
+  // The code of `d` emitted into `code` (its constant-table sites into `sites`).
+  static void emit(const KernelDesc& d, asmjit::CodeHolder& code, std::vector<uint64_t>* sites) {
+    asmjit::x86::Assembler a(&code);
+    ConstBaseSiteRecorder recorder(sites);
+    switch (d.kind) {
+      case KernelKind::packed:
+        emit_packed_kernel(a, d);
+        break;
+      case KernelKind::direct:
+        emit_direct_kernel(a, d);
+        break;
+      case KernelKind::stream:
+        emit_stream_kernel(a, d);
+        break;
+    }
+  }
+
+ public:
+  // The listing of `d`'s code: the same generator run again with asmjit's logger attached, into a
+  // CodeHolder that is never made executable. Generators are deterministic, so this is the code
+  // that runs; formatting it is ~85% of a generation, so kernels are generated without it.
+  std::string listing(const KernelDesc& d) {
     asmjit::CodeHolder code;
     code.init(rt_.environment());
     asmjit::StringLogger logger;
     code.setLogger(&logger);
-    asmjit::x86::Assembler a(&code);
+    std::vector<uint64_t> sites;
+    emit(d, code, &sites);
+    return "; " + d.name() + "\n" + std::string(logger.data(), logger.dataSize());
+  }
+
+ private:
+  std::unique_ptr<Kernel> generate(const KernelDesc& d, const cache::CacheKey* key) {
+    auto start = std::chrono::steady_clock::now();
+    asmjit::CodeHolder code;
+    code.init(rt_.environment());
     std::vector<uint64_t> sites;  // of the constant table's address
-    {
-      ConstBaseSiteRecorder recorder(&sites);
-      switch (d.kind) {
-        case KernelKind::packed:
-          emit_packed_kernel(a, d);
-          break;
-        case KernelKind::direct:
-          emit_direct_kernel(a, d);
-          break;
-        case KernelKind::stream:
-          emit_stream_kernel(a, d);
-          break;
-      }
-    }
+    emit(d, code, &sites);
     auto k = std::make_unique<Kernel>();
     asmjit::Error err;
     {
@@ -367,8 +377,8 @@ class Registry {
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                   std::chrono::steady_clock::now() - start)
                   .count();
+    k->desc = d;
     k->info.name = d.name();
-    k->info.listing = "; " + k->info.name + "\n" + std::string(logger.data(), logger.dataSize());
     k->info.codegen_ms = double(ns) * 1e-6;
     k->info.code_bytes = int64_t(code.codeSize());
     generated.fetch_add(1);
@@ -381,10 +391,9 @@ class Registry {
       const size_t size = code.codeSize();
       const uint64_t align = std::max<uint64_t>(1, code.textSection()->alignment());
       if (relocatable(code, bytes, size, sites) && size > 0 && size <= kMaxCodeBytes &&
-          align <= kMaxAlignment && k->info.listing.size() <= kMaxListingBytes) {
+          align <= kMaxAlignment) {
         {
-          std::vector<uint8_t> blob =
-              encode_blob(d, bytes, size, sites, align, k->info.listing, ns);
+          std::vector<uint8_t> blob = encode_blob(d, bytes, size, sites, align, ns);
           if (cache::DiskCache::global().store(*key, cache::PayloadKind::x86_blob, blob))
             stored.fetch_add(1);
         }
@@ -409,6 +418,11 @@ Registry& registry() {
 }  // namespace
 
 const Kernel& get_kernel(const KernelDesc& desc) { return registry().get(desc); }
+
+const std::string& kernel_listing(const Kernel& k) {
+  std::call_once(k.listing_once, [&] { k.listing = registry().listing(k.desc); });
+  return k.listing;
+}
 
 int64_t kernels_generated() { return registry().generated.load(); }
 int64_t kernels_loaded_from_disk() { return registry().loaded.load(); }

@@ -6,6 +6,7 @@
 #include "codegen/x86/gemm.h"
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace kiln::x86 {
@@ -56,12 +57,19 @@ using KernelFn = void (*)(const KernelArgs*);
 
 struct Kernel {
   KernelFn fn = nullptr;
-  KernelInfo info;
+  KernelInfo info;  // without the listing: see kernel_listing()
+  KernelDesc desc;
+  mutable std::once_flag listing_once;
+  mutable std::string listing;
 };
 
 // Returns the kernel for `desc`, generating it on first use. The reference stays valid for the
 // life of the process. No lock is held while code is generated.
 const Kernel& get_kernel(const KernelDesc& desc);
+
+// The asmjit listing of k's code, made on first request (from its descriptor, see
+// kernel_registry.cpp) and kept with the kernel; thread-safe.
+const std::string& kernel_listing(const Kernel& k);
 
 // Registry counters (for stats()).
 int64_t kernels_generated();
