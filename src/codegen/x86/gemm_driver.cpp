@@ -99,10 +99,6 @@ struct GemmPlan::Impl {
   // loops run K block -> column block), instead of once per (column block, K block).
   bool a_once = false;
   const Kernel* kern[2][2][2][2] = {};  // [accumulate][last][m edge][n edge]
-  // B with unit-stride columns: the first micro-panel over each full B panel packs it (pack_b
-  // kernels, [accumulate][last][m edge]); only a partial last panel is packed separately.
-  bool fuse_pack_b = false;
-  const Kernel* kpack[2][2][2] = {};
 
   const Kernel* use(const KernelDesc& d) {
     const Kernel& k = get_kernel(d);
@@ -273,7 +269,6 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   s.a_once = mblocks == 1;
 
   const int64_t m_edge = p.M % s.MR, n_edge = p.N % s.NR;
-  s.fuse_pack_b = !prepacked_b && b_unit && p.N >= s.NR;
   for (int acc = 0; acc < 2; ++acc) {
     for (int last = 0; last < 2; ++last) {
       // One K block: (first, last). Two: (first), (acc, last). More: also (acc, not last).
@@ -296,10 +291,6 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
           d.last = last;
           if (!last) d.has_bias = d.has_scale = d.act = d.has_residual = 0;
           s.kern[acc][last][me][ne] = s.use(d);
-          if (s.fuse_pack_b && !ne) {
-            d.pack_b = 1;
-            s.kpack[acc][last][me] = s.use(d);
-          }
         }
       }
     }
@@ -377,51 +368,33 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
     KernelArgs args{};
     args.ldc_bytes = p.ldc * 4;
     args.ldr_bytes = ldr * 4;
-    args.ldb_bytes = p.b.row_stride * 4;
     args.scale = p.epi.scale;
     // Kernels over column panels [jc, jc_end) and rows [i0, i0 + mc) for K block pc, with A's
-    // block packed in abuf and B's in bbuf (or the PackedB). With fill_b, B's block is not packed
-    // yet: the first micro-panel over each full panel packs it from the source (fuse_pack_b).
-    auto compute = [&](int64_t jc, int64_t jc_end, int64_t pc, int64_t i0, int64_t mc,
-                       bool fill_b) {
+    // block packed in abuf and B's in bbuf (or the PackedB).
+    auto compute = [&](int64_t jc, int64_t jc_end, int64_t pc, int64_t i0, int64_t mc) {
       const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
       const int acc = pc > 0, last = pc == npc - 1;
       args.kc = kc;
       for (int64_t jp = jc; jp < jc_end; ++jp) {
         const int64_t j0 = jp * NR;
         const int ne = N - j0 < NR;
-        const float* panel = bpacked ? bpacked + jp * K * NR + k0 * NR : bbuf + (jp - jc) * kc * NR;
+        args.b = bpacked ? bpacked + jp * K * NR + k0 * NR : bbuf + (jp - jc) * kc * NR;
         args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int me = mc - ir < MR;
           args.a = abuf + ir * kc;
-          args.b = panel;
           args.c = p.c + (i0 + ir) * p.ldc + j0;
           args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;
-          if (fill_b && ir == 0 && !ne) {
-            args.b = p.b.data + k0 * p.b.row_stride + j0;
-            args.b_pack = const_cast<float*>(panel);
-            kpack[acc][last][me]->fn(&args);
-          } else {
-            kern[acc][last][me][ne]->fn(&args);
-          }
+          kern[acc][last][me][ne]->fn(&args);
         }
       }
     };
-    // B's block for K block pc into bbuf; with fuse_pack_b only a partial last panel (the full
-    // ones are packed by compute(..., fill_b = true)).
     auto pack_b = [&](int64_t jc, int64_t jc_end, int64_t pc) {
       if (bpacked) return;
       const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
       const MatrixRef brows{p.b.data + k0 * p.b.row_stride, p.b.row_stride, p.b.col_stride};
-      if (!fuse_pack_b) {
-        pack_b_block(brows, kc, jc * NR, std::min(N, jc_end * NR) - jc * NR, NR, bbuf);
-      } else if (N < jc_end * NR) {
-        const int64_t jp = jc_end - 1;
-        pack_b_panel(brows, kc, jp * NR, N - jp * NR, NR, bbuf + (jp - jc) * kc * NR);
-      }
+      pack_b_block(brows, kc, jc * NR, std::min(N, jc_end * NR) - jc * NR, NR, bbuf);
     };
-    const bool fill_b = fuse_pack_b && !bpacked;
     auto pack_a = [&](int64_t pc, int64_t i0, int64_t mc) {
       const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
       pack_a_block(p.a, i0, mc, k0, kc, MR, abuf);
@@ -438,7 +411,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
           for (int64_t jc = q0; jc < q1; jc += NCP) {
             const int64_t jc_end = std::min(q1, jc + NCP);
             pack_b(jc, jc_end, pc);
-            compute(jc, jc_end, pc, r0, r1 - r0, fill_b);
+            compute(jc, jc_end, pc, r0, r1 - r0);
           }
         }
         continue;
@@ -450,7 +423,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
           for (int64_t i0 = r0; i0 < r1; i0 += MC) {
             const int64_t mc = std::min(MC, r1 - i0);
             pack_a(pc, i0, mc);
-            compute(jc, jc_end, pc, i0, mc, fill_b && i0 == r0);
+            compute(jc, jc_end, pc, i0, mc);
           }
         }
       }

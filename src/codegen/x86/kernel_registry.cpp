@@ -60,7 +60,6 @@ std::string KernelDesc::name() const {
   if (kind == KernelKind::packed) {
     s += "_" + num(MR) + "x" + num(NR) + "_m" + num(rows) + "n" + num(cols);
     if (accumulate) s += "_acc";
-    if (pack_b) s += "_packb";
   } else if (kind == KernelKind::stream) {
     s += "_N" + num(cols) + "_a" + num(a_cs) + "_b" + num(b_rs);
   } else {
@@ -206,11 +205,10 @@ std::string canonical_text(const KernelDesc& d) {
   f("has_scale", d.has_scale);
   f("act", d.act);
   f("has_residual", d.has_residual);
-  f("pack_b", d.pack_b);
   return s;
 }
 // A field added to KernelDesc must be added to canonical_text() (and bumps kBlobVersion).
-static_assert(sizeof(KernelDesc) == 19 * sizeof(int64_t));
+static_assert(sizeof(KernelDesc) == 18 * sizeof(int64_t));
 
 cache::CacheKey blob_key(const KernelDesc& d) {
   char cpu[32];

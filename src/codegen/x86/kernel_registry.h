@@ -30,10 +30,6 @@ struct KernelDesc {
   int64_t accumulate = 0;  // packed: add C's partial sum (not the first K block)
   int64_t last = 1;        // packed: last K block, apply the epilogue
   int64_t has_bias = 0, has_scale = 0, act = 0, has_residual = 0;
-  // packed, full panels only: B is read from its row-major source (KernelArgs::b, rows
-  // ldb_bytes apart) instead of a packed panel, and each row is stored into the packed panel
-  // KernelArgs::b_pack on the way: the first A micro-panel over a B panel packs it for the rest.
-  int64_t pack_b = 0;
 
   bool operator==(const KernelDesc& o) const;
   std::string name() const;
@@ -50,8 +46,6 @@ struct KernelArgs {
   int64_t ldc_bytes;      // packed only
   int64_t ldr_bytes;      // packed only
   float scale;
-  float* b_pack = nullptr;  // packed with pack_b: the [kc][NR] panel this call fills
-  int64_t ldb_bytes = 0;    // packed with pack_b: the source's row stride
 };
 using KernelFn = void (*)(const KernelArgs*);
 

@@ -17,7 +17,7 @@ void pack_a_block(const MatrixRef& a, int64_t i0, int64_t mc, int64_t k0, int64_
 // Columns [j0, j0 + nr) of B over all K rows, into dst[K][NR]; columns nr..NR-1 are zero.
 void pack_b_panel(const MatrixRef& b, int64_t K, int64_t j0, int64_t nr, int64_t NR, float* dst);
 // Columns [j0, j0 + ncols) of B over K rows as consecutive panels (panel q at dst + q * K * NR,
-// the last one zero-padded), reading B row by row when its columns are unit-stride.
+// the last one zero-padded).
 void pack_b_block(const MatrixRef& b, int64_t K, int64_t j0, int64_t ncols, int64_t NR, float* dst);
 // B[K, N] into a contiguous row-major copy (ld = N), for the direct kernel when B's columns are
 // not unit-stride.

@@ -64,36 +64,10 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   // it comes from L3): prefetched kBPrefetchSteps k-steps ahead, a line per vector. Measured on a
   // Xeon (Emerald Rapids): 128x4096x1024 with a prepacked B went from 0.93x to 1.02-1.12x of
   // oneDNN; A's micro-panel (a line every four k-steps) gained nothing from the same.
-  // With pack_b, B's rows come from the source (ldb apart, so prefetched through a pointer running
-  // kBPrefetchSteps rows ahead) and are stored into the packed panel as they are loaded: the
-  // separate packing pass (a read and a write of all of B, ~15% of a 128x4096x1024 GEMM) is gone,
-  // its stores hidden under the FMAs.
-  const bool pack = d.pack_b != 0;
-  KILN_CHECK(!pack || d.cols == d.NR) << "fused B packing takes full panels: " << d.name();
-  const ax::Gp bdst = res, ldb = bias, bpf = rem;  // pack_b only; rem is free in the main loop
-  if (pack) {
-    a.mov(bdst, ax::ptr(args, arg(offsetof(KernelArgs, b_pack))));
-    a.mov(ldb, ax::ptr(args, arg(offsetof(KernelArgs, ldb_bytes))));
-    a.mov(bpf, rb);
-    for (int s = 0; s < kBPrefetchSteps; s += 8) a.lea(bpf, ax::ptr(bpf, ldb, 3));
-  }
-  auto body = [&](int u, bool main) {
-    if (!pack) {
-      for (int j = 0; j < nv; ++j)
-        a.prefetcht0(ax::ptr(rb, int32_t(((kBPrefetchSteps + u) * d.NR + j * vl) * 4)));
-      for (int j = 0; j < nv; ++j)
-        a.vmovups(breg(j), ax::ptr(rb, int32_t((u * d.NR + j * vl) * 4)));
-    } else {
-      if (main) {
-        for (int j = 0; j < nv; ++j) a.prefetcht0(ax::ptr(bpf, int32_t(j * vl * 4)));
-        a.prefetcht0(ax::ptr(bpf, int32_t(d.NR * 4 - 1)));  // a row's piece may span a line more
-        a.add(bpf, ldb);
-      }
-      for (int j = 0; j < nv; ++j) a.vmovups(breg(j), ax::ptr(rb, int32_t(j * vl * 4)));
-      for (int j = 0; j < nv; ++j)
-        a.vmovups(ax::ptr(bdst, int32_t((u * d.NR + j * vl) * 4)), breg(j));
-      a.add(rb, ldb);
-    }
+  auto body = [&](int u) {
+    for (int j = 0; j < nv; ++j)
+      a.prefetcht0(ax::ptr(rb, int32_t(((kBPrefetchSteps + u) * d.NR + j * vl) * 4)));
+    for (int j = 0; j < nv; ++j) a.vmovups(breg(j), ax::ptr(rb, int32_t((u * d.NR + j * vl) * 4)));
     for (int i = 0; i < mr; ++i) {
       ax::Mem ai = ax::dword_ptr(ra, int32_t((u * d.MR + i) * 4));
       if (embed(i)) {
@@ -104,27 +78,25 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
       }
     }
   };
-  // The packed panel pointer: B's own (without pack_b) or the one being filled.
-  const ax::Gp bstep = pack ? bdst : rb;
   asmjit::Label main_loop = a.newLabel(), rem_start = a.newLabel(), rem_loop = a.newLabel(),
                 done = a.newLabel();
+  a.mov(rem, cnt);
   a.shr(cnt, 2);
   a.jz(rem_start);
   a.align(asmjit::AlignMode::kCode, 16);
   a.bind(main_loop);
-  for (int u = 0; u < kUnroll; ++u) body(u, true);
+  for (int u = 0; u < kUnroll; ++u) body(u);
   a.add(ra, int32_t(kUnroll * d.MR * 4));
-  a.add(bstep, int32_t(kUnroll * d.NR * 4));
+  a.add(rb, int32_t(kUnroll * d.NR * 4));
   a.dec(cnt);
   a.jnz(main_loop);
   a.bind(rem_start);
-  a.mov(rem, ax::ptr(args, arg(offsetof(KernelArgs, kc))));
   a.and_(rem, kUnroll - 1);
   a.jz(done);
   a.bind(rem_loop);
-  body(0, false);
+  body(0);
   a.add(ra, int32_t(d.MR * 4));
-  a.add(bstep, int32_t(d.NR * 4));
+  a.add(rb, int32_t(d.NR * 4));
   a.dec(rem);
   a.jnz(rem_loop);
   a.bind(done);
