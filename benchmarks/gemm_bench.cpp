@@ -9,6 +9,8 @@
 #include "limits.h"
 #include "paired.h"
 
+#include <kiln/kiln.h>
+
 #include <cblas.h>
 #include <dlfcn.h>
 #include <libxsmm.h>
@@ -137,7 +139,20 @@ std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
   g_plans.push_back(plan);
   std::vector<bench::Contender> cs;
   cs.push_back({"kiln", [plan, p, &pool] { plan->run(p, pool); }});
-  if (s.small) cs.push_back({"kiln_gemm_call", [p] { x86::gemm(p, pool_1()); }});  // + plan lookup
+  if (s.small) {
+    cs.push_back({"kiln_gemm_call", [p] { x86::gemm(p, pool_1()); }});  // + plan lookup
+    // What a user of the JIT gets: kiln::jit(matmul) called with caller-owned output (no
+    // allocation), i.e. dispatch, variant check and the x86 kernel's launch around the GEMM.
+    kiln::Function f = kiln::jit([](kiln::Tensor a, kiln::Tensor b) { return kiln::matmul(a, b); });
+    auto io = std::make_shared<std::vector<kiln::Array>>(
+        std::vector<kiln::Array>{kiln::Array::view(o.a.data(), {s.M, s.K}, kiln::f32),
+                                 kiln::Array::view(o.b.data(), {s.K, s.N}, kiln::f32),
+                                 kiln::Array::view(o.c.data(), {s.M, s.N}, kiln::f32)});
+    cs.push_back({"kiln_jit_call", [f, io] {
+                    f.call(std::span<const kiln::Array>(io->data(), 2),
+                           std::span<kiln::Array>(io->data() + 2, 1));
+                  }});
+  }
   float* A = o.a.data();
   float* B = o.b.data();
   float* C = o.c.data();
@@ -325,9 +340,13 @@ int main(int argc, char** argv) {
       notes += row;
     }
     if (s.small) {
-      std::snprintf(row, sizeof row, "%s: plan->run %.0f ns, gemm() with plan lookup %.0f ns\n",
+      std::snprintf(row, sizeof row,
+                    "%s: plan->run %.0f ns, gemm() with plan lookup %.0f ns, JIT f.call %.0f ns, "
+                    "LIBXSMM %.0f ns\n",
                     s.name.c_str(), bench::seconds_of(t, "kiln").median * 1e9,
-                    bench::seconds_of(t, "kiln_gemm_call").median * 1e9);
+                    bench::seconds_of(t, "kiln_gemm_call").median * 1e9,
+                    bench::seconds_of(t, "kiln_jit_call").median * 1e9,
+                    bench::seconds_of(t, "libxsmm").median * 1e9);
       notes += row;
     }
   }

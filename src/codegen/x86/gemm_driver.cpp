@@ -15,6 +15,7 @@
 #include "codegen/x86/pack.h"
 #include "jit/thread_pool.h"
 #include "support/check.h"
+#include "support/thread_counters.h"
 
 #include <algorithm>
 #include <atomic>
@@ -33,7 +34,11 @@ constexpr int64_t kSkinnyRows = 8;
 constexpr int64_t kSkinnyKBlock = 512;
 constexpr size_t kMaxPlans = 4096;
 
-std::atomic<int64_t> g_calls{0}, g_direct{0}, g_skinny{0}, g_stream{0}, g_packed{0};
+// Calls by path (GemmStats; their sum is the number of calls): per-thread slots, one plain add
+// per call.
+enum CallCount : size_t { kEmpty, kDirect, kSkinny, kStream, kPacked, kCallCountFields };
+constinit ThreadCounters<kCallCountFields> g_call_counts;
+ThreadCounters<kCallCountFields>& call_counts() { return g_call_counts; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -436,24 +441,24 @@ void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* 
                                                << " run on " << p.M << "x" << p.N << "x" << p.K;
   switch (path) {
     case Path::empty:
+      call_counts().add(kEmpty);
       return;
     case Path::direct:
-      g_direct.fetch_add(1, std::memory_order_relaxed);
+      call_counts().add(kDirect);
       return run_direct(p);
     case Path::skinny:
-      g_skinny.fetch_add(1, std::memory_order_relaxed);
+      call_counts().add(kSkinny);
       return run_skinny(p, pool);
     case Path::stream:
-      g_stream.fetch_add(1, std::memory_order_relaxed);
+      call_counts().add(kStream);
       return run_stream(p, pool);
     case Path::packed:
-      g_packed.fetch_add(1, std::memory_order_relaxed);
+      call_counts().add(kPacked);
       return run_packed(p, pool, packed);
   }
 }
 
 void GemmPlan::run(const GemmProblem& p, ThreadPool& pool, const PackedB* packed) const {
-  g_calls.fetch_add(1, std::memory_order_relaxed);
   impl_->run(p, &pool, packed);
 }
 
@@ -535,7 +540,6 @@ void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, T
     if (p.epi.residual) q.epi.residual = p.epi.residual + b * st.residual;
     return q;
   };
-  g_calls.fetch_add(batch, std::memory_order_relaxed);
   // Small problems: one per task across the pool; large ones: one after another, each parallel.
   if (p.M * p.N * p.K <= 4 * kSmallVolume) {
     pool.parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
@@ -588,11 +592,11 @@ std::string listing_for(const GemmProblem& p) { return listing_for(p, selected_i
 
 GemmStats stats() {
   GemmStats s;
-  s.calls = g_calls.load();
-  s.direct_calls = g_direct.load();
-  s.skinny_calls = g_skinny.load();
-  s.stream_calls = g_stream.load();
-  s.packed_calls = g_packed.load();
+  for (size_t f = 0; f < kCallCountFields; ++f) s.calls += call_counts().sum(f);
+  s.direct_calls = call_counts().sum(kDirect);
+  s.skinny_calls = call_counts().sum(kSkinny);
+  s.stream_calls = call_counts().sum(kStream);
+  s.packed_calls = call_counts().sum(kPacked);
   s.kernels_generated = kernels_generated();
   s.codegen_ms_total = codegen_ms_total();
   s.codegen_ms_max = codegen_ms_max();

@@ -284,6 +284,10 @@ class X86Kernel : public CompiledKernel {
   Resolved a_fixed, b_fixed;
   int64_t bias_offset = 0;  // bias leaves are dense (the matcher requires it)
   bool dynamic_m = false, dynamic_nk = false, dynamic_batch = false;
+  // Exact extents and strides, no batch dims: the GEMM plan resolved at compile time for a pool of
+  // fixed_threads threads (a launch on another pool looks its plan up, ~60-80 ns).
+  std::shared_ptr<const x86::GemmPlan> fixed_plan;
+  int fixed_threads = 0;
 
   void launch(void* const* bufs, const int64_t* strides, const int64_t* dims, const Schedule&,
               ThreadPool& pool) const override {
@@ -324,7 +328,9 @@ class X86Kernel : public CompiledKernel {
       gp.epi.ld_residual = N;
     }
     if (nb == 0) {
-      if (packed)
+      if (fixed_plan && pool.num_threads() == fixed_threads)
+        fixed_plan->run(gp, pool, packed.get());
+      else if (packed)
         x86::gemm_prepacked(gp, *packed, pool);
       else
         x86::gemm(gp, pool);
@@ -448,6 +454,13 @@ class X86Backend : public Backend {
     bool runtime = false;
     for (const auto& l : k->leaves) runtime = runtime || l.runtime;
     if (req.keep_text && !runtime) k->asm_text = x86::listing_for(lp);
+    bool symbolic = false;
+    for (const auto& l : k->leaves) symbolic = symbolic || l.symbolic;
+    if (nb == 0 && !runtime && !symbolic && !k->dynamic_m && !k->dynamic_nk) {
+      k->fixed_threads = ThreadPool::global().num_threads();
+      k->fixed_plan =
+          x86::GemmPlan::make(lp, x86::selected_isa(), k->fixed_threads, k->packed != nullptr);
+    }
     k->name = req.name;
     k->backend = "x86";
     for (const auto& n : g.nodes) k->ops.emplace_back(ir::op_name(n->op));
