@@ -383,10 +383,16 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       for (int64_t jp = jc; jp < jc_end; ++jp) {
         const int64_t j0 = jp * NR;
         const int ne = N - j0 < NR;
-        args.b = bpacked ? bpacked + jp * K * NR + k0 * NR : bbuf + (jp - jc) * kc * NR;
+        auto panel = [&](int64_t q) {
+          return bpacked ? bpacked + q * K * NR + k0 * NR : bbuf + (q - jc) * kc * NR;
+        };
+        args.b = panel(jp);
         args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
+        // Micro-panel ir prefetches the ir-th stretch (kc / 4 lines) of the next panel.
+        const float* next = jp + 1 < jc_end ? panel(jp + 1) : args.b;
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int me = mc - ir < MR;
+          args.b_next = next + (ir / MR) * (kc / kPackedUnrollK) * 16;
           args.a = abuf + ir * kc;
           args.c = p.c + (i0 + ir) * p.ldc + j0;
           args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;

@@ -35,6 +35,10 @@ struct KernelDesc {
   std::string name() const;
 };
 
+// The packed kernel's K loop unroll; it prefetches one line from KernelArgs::b_next per unrolled
+// iteration.
+constexpr int kPackedUnrollK = 4;
+
 // The one argument of every generated kernel: void fn(const KernelArgs*).
 struct KernelArgs {
   const float* a;
@@ -46,6 +50,7 @@ struct KernelArgs {
   int64_t ldc_bytes;      // packed only
   int64_t ldr_bytes;      // packed only
   float scale;
+  const float* b_next = nullptr;  // packed: prefetched into L2 from here, a line per 4 k-steps
 };
 using KernelFn = void (*)(const KernelArgs*);
 

@@ -13,7 +13,7 @@ namespace kiln::x86 {
 
 namespace {
 
-constexpr int kUnroll = 4;
+constexpr int kUnroll = kPackedUnrollK;
 constexpr int kBPrefetchSteps = 16;
 
 int32_t arg(size_t offset) { return static_cast<int32_t>(offset); }
@@ -80,12 +80,19 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   };
   asmjit::Label main_loop = a.newLabel(), rem_start = a.newLabel(), rem_loop = a.newLabel(),
                 done = a.newLabel();
+  // The next B panel into L2, a line per unrolled iteration from KernelArgs::b_next (the driver
+  // gives each micro-panel over a B panel its own stretch of the next one), so that a panel's
+  // first use does not wait on L3 (a prepacked 128x4096x1024: ~+4%, paired). res is free until
+  // the epilogue.
+  a.mov(res, ax::ptr(args, arg(offsetof(KernelArgs, b_next))));
   a.mov(rem, cnt);
   a.shr(cnt, 2);
   a.jz(rem_start);
   a.align(asmjit::AlignMode::kCode, 16);
   a.bind(main_loop);
   for (int u = 0; u < kUnroll; ++u) body(u);
+  a.prefetcht1(ax::ptr(res));
+  a.add(res, 64);
   a.add(ra, int32_t(kUnroll * d.MR * 4));
   a.add(rb, int32_t(kUnroll * d.NR * 4));
   a.dec(cnt);
