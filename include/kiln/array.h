@@ -31,7 +31,8 @@ class Array {
   int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
   int64_t numel() const;
   std::string device() const { return "cpu"; }
-  bool is_contiguous() const;
+  // Row-major without gaps (computed once, when the array is made).
+  bool is_contiguous() const { return contiguous_; }
   // Keeps the owning allocation alive (null for borrowed views).
   const std::shared_ptr<void>& owner() const { return owner_; }
 
@@ -40,6 +41,7 @@ class Array {
   std::vector<int64_t> shape_;
   std::vector<int64_t> strides_;
   DType dtype_ = DType::f32;
+  bool contiguous_ = true;
   std::shared_ptr<void> owner_;
 };
 

@@ -18,6 +18,19 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
 }
 
 namespace {
+
+bool contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  // An array with no elements is contiguous whatever its strides (numpy's rule).
+  for (int64_t d : shape)
+    if (d == 0) return true;
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] != 1 && strides[i] != acc) return false;
+    acc *= shape[i];
+  }
+  return true;
+}
+
 void check_shape(const std::vector<int64_t>& shape, const char* what) {
   for (size_t i = 0; i < shape.size(); ++i)
     if (shape[i] < 0)
@@ -38,6 +51,7 @@ Array Array::view(void* data, std::vector<int64_t> shape, DType dtype,
   a.shape_ = std::move(shape);
   a.strides_ = std::move(strides);
   a.dtype_ = dtype;
+  a.contiguous_ = contiguous(a.shape_, a.strides_);
   if (a.data_ == nullptr && a.numel() > 0)
     throw Error("Array::view: null data pointer for a non-empty array");
   return a;
@@ -63,18 +77,6 @@ int64_t Array::numel() const {
   int64_t n = 1;
   for (int64_t d : shape_) n *= d;
   return n;
-}
-
-bool Array::is_contiguous() const {
-  // An array with no elements is contiguous whatever its strides (numpy's rule).
-  for (int64_t d : shape_)
-    if (d == 0) return true;
-  int64_t acc = 1;
-  for (size_t i = shape_.size(); i-- > 0;) {
-    if (shape_[i] != 1 && strides_[i] != acc) return false;
-    acc *= shape_[i];
-  }
-  return true;
 }
 
 }  // namespace kiln

@@ -11,6 +11,7 @@
 #include "jit/signature.h"
 #include "jit/thread_pool.h"
 #include "support/build_id.h"
+#include "support/thread_counters.h"
 #include "support/log.h"
 
 #include <kiln/errors.h>
@@ -39,8 +40,14 @@ struct Function::State {
     VariantGuard guard;
     std::shared_ptr<Executable> exe;
   };
-  std::unordered_map<uint64_t, std::vector<std::pair<Signature, std::shared_ptr<Executable>>>>
-      exact;                      // exact variants, by signature hash
+  struct ExactEntry {
+    Signature sig;
+    std::shared_ptr<Executable> exe;
+  };
+  // Exact variants by signature hash. Entries are never removed or moved (own allocations), so
+  // the last one that served a call can be checked first without the lock (last_exact).
+  std::unordered_map<uint64_t, std::vector<std::unique_ptr<const ExactEntry>>> exact;
+  std::atomic<const ExactEntry*> last_exact{nullptr};
   std::vector<Variant> symbolic;  // most specialized first
   std::mutex inflight_mu;
   std::unordered_map<std::string, std::shared_future<std::shared_ptr<Executable>>> inflight;
@@ -49,8 +56,11 @@ struct Function::State {
   std::once_flag restore_once;
   std::optional<cache::CacheKey> decisions_key;  // none: not persisted
 
-  std::atomic<int64_t> calls{0}, compiles{0}, memory_hits{0}, kernel_memory_hits{0}, disk_hits{0},
-      fallbacks{0}, variant_limit_hits{0};
+  // Counted on every call: per-thread slots (no lock-prefixed add on the hit path).
+  enum CallCount : size_t { kCalls, kMemoryHits, kCallCounts };
+  ThreadCounters<kCallCounts, 8> counts;
+  std::atomic<int64_t> compiles{0}, kernel_memory_hits{0}, disk_hits{0}, fallbacks{0},
+      variant_limit_hits{0};
   std::mutex stats_mu;
   std::map<std::string, int64_t> backend_kernels;
   std::vector<std::string> recompile_reasons, fallback_reasons;
@@ -104,13 +114,20 @@ std::shared_ptr<Executable> build(Function::State& s, const VariantGuard& guard,
   return compile_executable(req, report);
 }
 
-std::shared_ptr<Executable> find_exact(Function::State& s, uint64_t hash,
-                                       std::span<const Array> args) {
+// Tables only grow and their executables live as long as the State: lookups hand out raw
+// pointers (no reference count touched on the hit path).
+Executable* find_exact(Function::State& s, uint64_t hash, std::span<const Array> args) {
+  // A serving loop repeating one signature takes no lock: the last entry that served.
+  const Function::State::ExactEntry* last = s.last_exact.load(std::memory_order_acquire);
+  if (last && last->sig.hash == hash && matches(last->sig, args)) return last->exe.get();
   std::shared_lock<std::shared_mutex> lock(s.table_mu);
   auto it = s.exact.find(hash);
   if (it == s.exact.end()) return nullptr;
-  for (const auto& [sig, exe] : it->second)
-    if (matches(sig, args)) return exe;
+  for (const auto& e : it->second)
+    if (matches(e->sig, args)) {
+      s.last_exact.store(e.get(), std::memory_order_release);
+      return e->exe.get();
+    }
   return nullptr;
 }
 
@@ -133,11 +150,11 @@ const Function::State::Variant* match_symbolic(const Function::State& s,
   return nullptr;
 }
 
-std::shared_ptr<Executable> find_symbolic(Function::State& s, std::span<const Array> args,
-                                          std::vector<int64_t>& dims) {
+Executable* find_symbolic(Function::State& s, std::span<const Array> args,
+                          std::vector<int64_t>& dims) {
   std::shared_lock<std::shared_mutex> lock(s.table_mu);
   const Function::State::Variant* v = match_symbolic(s, args, dims);
-  return v ? v->exe : nullptr;
+  return v ? v->exe.get() : nullptr;
 }
 
 int64_t variant_count(Function::State& s) {
@@ -149,8 +166,14 @@ int64_t variant_count(Function::State& s) {
 
 std::shared_ptr<Executable> find_compiled(Function::State& s, const VariantGuard& guard,
                                           std::span<const Array> args) {
-  if (guard.is_exact()) return find_exact(s, exact_signature_hash(args), args);
   std::shared_lock<std::shared_mutex> lock(s.table_mu);
+  if (guard.is_exact()) {
+    auto it = s.exact.find(exact_signature_hash(args));
+    if (it != s.exact.end())
+      for (const auto& e : it->second)
+        if (matches(e->sig, args)) return e->exe;
+    return nullptr;
+  }
   for (const auto& v : s.symbolic)
     if (v.guard == guard) return v.exe;
   return nullptr;
@@ -161,7 +184,9 @@ void insert_variant(Function::State& s, const VariantGuard& guard, std::span<con
   std::unique_lock<std::shared_mutex> lock(s.table_mu);
   if (guard.is_exact()) {
     Signature sig = exact_signature(args);
-    s.exact[sig.hash].emplace_back(std::move(sig), std::move(exe));
+    const uint64_t hash = sig.hash;
+    s.exact[hash].push_back(std::make_unique<const Function::State::ExactEntry>(
+        Function::State::ExactEntry{std::move(sig), std::move(exe)}));
     return;
   }
   auto at = std::find_if(s.symbolic.begin(), s.symbolic.end(), [&](const auto& v) {
@@ -266,14 +291,15 @@ std::shared_ptr<Executable> compile_variant(Function::State& s, const VariantGua
 std::string call_str(std::span<const Array> args) { return exact_guard(args).str(); }
 
 struct Hit {
-  std::shared_ptr<Executable> exe;
+  Executable* exe = nullptr;
+  std::shared_ptr<Executable> owner;  // a just-compiled executable; table hits need none
   const int64_t* dims = nullptr;
 };
 
 // A just-compiled variant serving its call, with the symbols bound.
 Hit hit_of(std::shared_ptr<Executable> exe, const VariantGuard& guard,
            std::span<const Array> args) {
-  Hit hit{std::move(exe), nullptr};
+  Hit hit{exe.get(), std::move(exe), nullptr};
   if (!guard.is_exact()) {
     auto& dims = bound_dims();
     dims.resize(std::max<size_t>(dims.size(), guard.num_symbols()));
@@ -361,14 +387,14 @@ Hit compile_for(Function::State& s, std::span<const Array> args) {
 // The hit path allocates nothing: the hash comes straight from the arrays.
 Hit lookup(Function::State& s, std::span<const Array> inputs) {
   check_args(s, inputs);
-  if (auto exe = find_exact(s, exact_signature_hash(inputs), inputs)) {
-    s.memory_hits.fetch_add(1, std::memory_order_relaxed);
-    return {exe, nullptr};
+  if (Executable* exe = find_exact(s, exact_signature_hash(inputs), inputs)) {
+    s.counts.add(Function::State::kMemoryHits);
+    return {exe, nullptr, nullptr};
   }
   auto& dims = bound_dims();
-  if (auto exe = find_symbolic(s, inputs, dims)) {
-    s.memory_hits.fetch_add(1, std::memory_order_relaxed);
-    return {exe, dims.data()};
+  if (Executable* exe = find_symbolic(s, inputs, dims)) {
+    s.counts.add(Function::State::kMemoryHits);
+    return {exe, nullptr, dims.data()};
   }
   return compile_for(s, inputs);
 }
@@ -419,7 +445,7 @@ Function::Function(TraceFn fn, int arity, Options options, std::string name)
 std::vector<Array> Function::operator()(const std::vector<Array>& inputs) const {
   State& s = *state_;
   Hit hit = lookup(s, inputs);
-  s.calls.fetch_add(1, std::memory_order_relaxed);
+  s.counts.add(State::kCalls);
   std::vector<Array> outs;
   outs.reserve(hit.exe->outputs.size());
   for (size_t i = 0; i < hit.exe->outputs.size(); ++i)
@@ -431,7 +457,7 @@ std::vector<Array> Function::operator()(const std::vector<Array>& inputs) const 
 void Function::call(std::span<const Array> inputs, std::span<Array> outputs) const {
   State& s = *state_;
   Hit hit = lookup(s, inputs);
-  s.calls.fetch_add(1, std::memory_order_relaxed);
+  s.counts.add(State::kCalls);
   check_outputs(s, *hit.exe, hit.dims, outputs);
   hit.exe->run(inputs, outputs, ThreadPool::global(), hit.dims);
 }
@@ -457,9 +483,9 @@ Inspection Function::inspect(const std::vector<Array>& inputs) const {
 Stats Function::stats() const {
   State& s = *state_;
   Stats st;
-  st.calls = s.calls.load();
+  st.calls = s.counts.sum(State::kCalls);
   st.compiles = s.compiles.load();
-  st.memory_hits = s.memory_hits.load();
+  st.memory_hits = s.counts.sum(State::kMemoryHits);
   st.kernel_memory_hits = s.kernel_memory_hits.load();
   st.disk_hits = s.disk_hits.load();
   st.fallbacks = s.fallbacks.load();

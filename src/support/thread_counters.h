@@ -24,7 +24,8 @@ inline int thread_counter_ordinal() {
   return ordinal;
 }
 
-template <size_t kFields>
+// kSlots: threads with a slot of their own (each slot a cache line).
+template <size_t kFields, int kSlots = 64>
 class ThreadCounters {
  public:
   void add(size_t field, int64_t n = 1) {
@@ -43,7 +44,6 @@ class ThreadCounters {
   }
 
  private:
-  static constexpr int kSlots = 64;
   struct alignas(64) Slot {
     std::array<std::atomic<int64_t>, kFields> v{};
   };

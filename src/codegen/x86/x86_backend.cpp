@@ -155,6 +155,12 @@ Resolved resolve(const OperandView& v, const LeafStrides& ls, const int64_t* str
   return r;
 }
 
+// Operands of one launch resolved per call (strided or symbolic inputs): A's and B's.
+Resolved* runtime_operands() {
+  thread_local Resolved operands[2];
+  return operands;
+}
+
 struct Plan {
   OperandView a, b, bias, residual;
   bool has_bias = false, has_residual = false;
@@ -299,34 +305,37 @@ class X86Kernel : public CompiledKernel {
     const LeafStrides& lb = leaves[p.b.leaf];
     // Operands of strided inputs, or of inputs with symbolic extents, are resolved per call.
     const bool a_call = la.runtime || la.symbolic, b_call = lb.runtime || lb.symbolic;
-    thread_local Resolved a_runtime, b_runtime;
-    if (a_call) resolve_into(a_runtime, p.a, la, strides, dims);
-    if (b_call) resolve_into(b_runtime, p.b, lb, strides, dims);
-    const Resolved& a = a_call ? a_runtime : a_fixed;  // both lvalues: no copy
-    const Resolved& b = b_call ? b_runtime : b_fixed;
+    // Per-thread storage, reached only when needed (a thread_local access is a __tls_get_addr
+    // call in a shared library).
+    Resolved* runtime = a_call || b_call ? runtime_operands() : nullptr;
+    if (a_call) resolve_into(runtime[0], p.a, la, strides, dims);
+    if (b_call) resolve_into(runtime[1], p.b, lb, strides, dims);
+    const Resolved& a = a_call ? runtime[0] : a_fixed;  // both lvalues: no copy
+    const Resolved& b = b_call ? runtime[1] : b_fixed;
     auto ptr = [&](int leaf, int64_t off) { return static_cast<const float*>(bufs[leaf]) + off; };
     float* c = static_cast<float*>(bufs[leaves.size()]);
-    x86::GemmProblem gp;
-    gp.M = M;
-    gp.N = N;
-    gp.K = K;
-    gp.dynamic_m = dynamic_m;
-    gp.dynamic_nk = dynamic_nk;
-    gp.a = {ptr(p.a.leaf, a.offset), a.stride[nb], a.stride[nb + 1]};
-    gp.b = {ptr(p.b.leaf, b.offset), b.stride[nb], b.stride[nb + 1]};
-    gp.c = c;
-    gp.ldc = N;
-    gp.epi.scale = plan.scale;
-    gp.epi.act = plan.act;
+    // Every field given: a default-initialized GemmProblem compiled to a `rep stosq` that cost
+    // ~30 cycles on each launch.
+    x86::GemmEpilogue epi{nullptr, plan.scale, plan.act, nullptr, 0};
     if (p.has_bias) {
       const LeafStrides& lbias = leaves[p.bias.leaf];
-      gp.epi.bias = ptr(
-          p.bias.leaf, lbias.symbolic ? resolve_offset(p.bias, lbias, strides, dims) : bias_offset);
+      epi.bias = ptr(p.bias.leaf,
+                     lbias.symbolic ? resolve_offset(p.bias, lbias, strides, dims) : bias_offset);
     }
     if (p.has_residual) {
-      gp.epi.residual = ptr(p.residual.leaf, 0);
-      gp.epi.ld_residual = N;
+      epi.residual = ptr(p.residual.leaf, 0);
+      epi.ld_residual = N;
     }
+    const x86::GemmProblem gp{M,
+                              N,
+                              K,
+                              {ptr(p.a.leaf, a.offset), a.stride[nb], a.stride[nb + 1]},
+                              {ptr(p.b.leaf, b.offset), b.stride[nb], b.stride[nb + 1]},
+                              c,
+                              N,
+                              epi,
+                              dynamic_m,
+                              dynamic_nk};
     if (nb == 0) {
       if (fixed_plan && pool.num_threads() == fixed_threads)
         fixed_plan->run(gp, pool, packed.get());
