@@ -114,6 +114,16 @@ std::shared_ptr<Executable> build(Function::State& s, const VariantGuard& guard,
   return compile_executable(req, report);
 }
 
+// The exact entry for `args` (table_mu held by the caller), or null.
+const Function::State::ExactEntry* exact_entry(const Function::State& s, uint64_t hash,
+                                               std::span<const Array> args) {
+  auto it = s.exact.find(hash);
+  if (it == s.exact.end()) return nullptr;
+  for (const auto& e : it->second)
+    if (matches(e->sig, args)) return e.get();
+  return nullptr;
+}
+
 // Tables only grow and their executables live as long as the State: lookups hand out raw
 // pointers (no reference count touched on the hit path).
 Executable* find_exact(Function::State& s, uint64_t hash, std::span<const Array> args) {
@@ -121,14 +131,10 @@ Executable* find_exact(Function::State& s, uint64_t hash, std::span<const Array>
   const Function::State::ExactEntry* last = s.last_exact.load(std::memory_order_acquire);
   if (last && last->sig.hash == hash && matches(last->sig, args)) return last->exe.get();
   std::shared_lock<std::shared_mutex> lock(s.table_mu);
-  auto it = s.exact.find(hash);
-  if (it == s.exact.end()) return nullptr;
-  for (const auto& e : it->second)
-    if (matches(e->sig, args)) {
-      s.last_exact.store(e.get(), std::memory_order_release);
-      return e->exe.get();
-    }
-  return nullptr;
+  const Function::State::ExactEntry* e = exact_entry(s, hash, args);
+  if (!e) return nullptr;
+  s.last_exact.store(e, std::memory_order_release);
+  return e->exe.get();
 }
 
 // The symbols' extents of the last symbolic hit on this thread (read by the run that follows).
@@ -168,11 +174,8 @@ std::shared_ptr<Executable> find_compiled(Function::State& s, const VariantGuard
                                           std::span<const Array> args) {
   std::shared_lock<std::shared_mutex> lock(s.table_mu);
   if (guard.is_exact()) {
-    auto it = s.exact.find(exact_signature_hash(args));
-    if (it != s.exact.end())
-      for (const auto& e : it->second)
-        if (matches(e->sig, args)) return e->exe;
-    return nullptr;
+    const Function::State::ExactEntry* e = exact_entry(s, exact_signature_hash(args), args);
+    return e ? e->exe : nullptr;
   }
   for (const auto& v : s.symbolic)
     if (v.guard == guard) return v.exe;

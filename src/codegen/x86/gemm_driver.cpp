@@ -38,7 +38,7 @@ constexpr size_t kMaxPlans = 4096;
 // per call.
 enum CallCount : size_t { kEmpty, kDirect, kSkinny, kStream, kPacked, kCallCountFields };
 constinit ThreadCounters<kCallCountFields> g_call_counts;
-ThreadCounters<kCallCountFields>& call_counts() { return g_call_counts; }
+constexpr int64_t kFloatsPerLine = 16;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -388,11 +388,12 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
         };
         args.b = panel(jp);
         args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
-        // Micro-panel ir prefetches the ir-th stretch (kc / 4 lines) of the next panel.
+        // Micro-panel ir prefetches the ir-th stretch (one line per unrolled K iteration) of the
+        // next panel; stretches past its end only touch memory that is never read.
         const float* next = jp + 1 < jc_end ? panel(jp + 1) : args.b;
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int me = mc - ir < MR;
-          args.b_next = next + (ir / MR) * (kc / kPackedUnrollK) * 16;
+          args.b_next = next + (ir / MR) * (kc / kPackedUnrollK) * kFloatsPerLine;
           args.a = abuf + ir * kc;
           args.c = p.c + (i0 + ir) * p.ldc + j0;
           args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;
@@ -447,19 +448,19 @@ void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* 
                                                << " run on " << p.M << "x" << p.N << "x" << p.K;
   switch (path) {
     case Path::empty:
-      call_counts().add(kEmpty);
+      g_call_counts.add(kEmpty);
       return;
     case Path::direct:
-      call_counts().add(kDirect);
+      g_call_counts.add(kDirect);
       return run_direct(p);
     case Path::skinny:
-      call_counts().add(kSkinny);
+      g_call_counts.add(kSkinny);
       return run_skinny(p, pool);
     case Path::stream:
-      call_counts().add(kStream);
+      g_call_counts.add(kStream);
       return run_stream(p, pool);
     case Path::packed:
-      call_counts().add(kPacked);
+      g_call_counts.add(kPacked);
       return run_packed(p, pool, packed);
   }
 }
@@ -598,11 +599,11 @@ std::string listing_for(const GemmProblem& p) { return listing_for(p, selected_i
 
 GemmStats stats() {
   GemmStats s;
-  for (size_t f = 0; f < kCallCountFields; ++f) s.calls += call_counts().sum(f);
-  s.direct_calls = call_counts().sum(kDirect);
-  s.skinny_calls = call_counts().sum(kSkinny);
-  s.stream_calls = call_counts().sum(kStream);
-  s.packed_calls = call_counts().sum(kPacked);
+  for (size_t f = 0; f < kCallCountFields; ++f) s.calls += g_call_counts.sum(f);
+  s.direct_calls = g_call_counts.sum(kDirect);
+  s.skinny_calls = g_call_counts.sum(kSkinny);
+  s.stream_calls = g_call_counts.sum(kStream);
+  s.packed_calls = g_call_counts.sum(kPacked);
   s.kernels_generated = kernels_generated();
   s.codegen_ms_total = codegen_ms_total();
   s.codegen_ms_max = codegen_ms_max();
