@@ -4,7 +4,6 @@
 #include "support/check.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 
 namespace kiln::x86 {
@@ -18,7 +17,6 @@ struct alignas(64) ConstTables {
   int32_t masks[16];
 };
 
-constexpr float bits(uint32_t u) { return std::bit_cast<float>(u); }
 
 constexpr ConstTables make_tables() {
   ConstTables t{};
@@ -26,7 +24,6 @@ constexpr ConstTables make_tables() {
   v[kZero] = 0.0f;
   v[kOne] = 1.0f;
   v[kHalf] = 0.5f;
-  v[kNegHalf] = -0.5f;
   v[kNegOne] = -1.0f;
   v[kExpHi] = 88.0f;   // keeps round(x log2 e) <= 127 so the AVX2 exponent trick cannot overflow
   v[kExpLo] = -87.0f;  // e^-87 is a normal float (ln FLT_MIN = -87.34): no denormal results
@@ -43,16 +40,21 @@ constexpr ConstTables make_tables() {
                       1.0f,
                       1.0f};
   for (int i = 0; i < 8; ++i) v[kExpP0 + i] = p[i];
-  v[kAbsMask] = bits(0x7fffffffu);
-  v[kSignMask] = bits(0x80000000u);
   // gelu_tanh(x) = x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) = x / (1 + exp(x (-K - K A x^2))).
   v[kGeluTanhNegK] = -1.5957691216057308f;
   v[kGeluTanhNegKA] = -1.5957691216057308f * 0.044715f;
-  // Abramowitz & Stegun 7.1.26: erf(y) = 1 - t (a1 + t (a2 + ...)) e^{-y^2}, t = 1 / (1 + p y).
-  v[kErfP] = 0.3275911f * 0.70710678118654752f;
-  const float ea[5] = {0.254829592f, -0.284496736f, 1.421413741f, -1.453152027f, 1.061405429f};
-  for (int i = 0; i < 5; ++i) v[kErfA1 + i] = ea[i];
-  v[kErfExpLo] = -80.0f;
+  // erf(y) = y P(y^2) / Q(y^2) on [-4, 4], the rational approximation the LLVM backend's erf uses
+  // (emit_math.cpp): a few ulp, no exp, nothing that can underflow.
+  v[kRsqrt2] = 0.70710678118654752f;
+  v[kErfClampLo] = -4.0f;
+  v[kErfClampHi] = 4.0f;
+  const float ep[7] = {-2.72614225801306e-10f, 2.77068142495902e-08f,  -2.10102402082508e-06f,
+                       -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                       -1.60960333262415e-02f};
+  for (int i = 0; i < 7; ++i) v[kErfP0 + i] = ep[i];
+  const float eq[5] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                       -7.37332916720468e-03f, -1.42647390514189e-02f};
+  for (int i = 0; i < 5; ++i) v[kErfQ0 + i] = eq[i];
   for (int c = 0; c < kNumConsts; ++c)
     for (int l = 0; l < 16; ++l) t.consts[c][l] = v[c];
   for (int l = 0; l < 16; ++l) t.masks[l] = l < 8 ? -1 : 0;
@@ -130,20 +132,6 @@ void VecEmitter::add_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::
   }
 }
 
-void VecEmitter::and_mem(const ax::Vec& dst, const ax::Vec& src, const ax::Mem& m) {
-  if (avx512_)
-    a_.vpandd(dst, src, m);
-  else
-    a_.vandps(dst, src, m);
-}
-
-void VecEmitter::or_reg(const ax::Vec& dst, const ax::Vec& x, const ax::Vec& y) {
-  if (avx512_)
-    a_.vpord(dst, x, y);
-  else
-    a_.vorps(dst, x, y);
-}
-
 // z = exp(z) for every lane's z = l.t[zi] (temporaries l.t[ai], l.t[bi]), about 1 ulp on [-87, 88];
 // inputs are clamped to that range.
 void VecEmitter::exp_lanes(std::span<const ActLane> lanes, int zi, int ai, int bi) {
@@ -214,30 +202,22 @@ void VecEmitter::activation(std::span<const ActLane> lanes, Activation act) {
       each([&](auto&, auto t) { a_.vaddps(t[0], t[0], cst(kOne)); });
       each([&](auto& x, auto t) { a_.vdivps(x, x, t[0]); });
       return;
-    case Activation::gelu: {  // x * Phi(x), Phi(x) = 0.5 + sign(x) (0.5 - 0.5 q)
-      each([&](auto& x, auto t) { and_mem(t[0], x, cst(kAbsMask)); });
-      each([&](auto&, auto t) { a_.vmulps(t[0], t[0], cst(kErfP)); });
-      each([&](auto&, auto t) { a_.vaddps(t[0], t[0], cst(kOne)); });
-      each([&](auto&, auto t) { a_.vmovaps(t[1], cst(kOne)); });
-      each([&](auto&, auto t) { a_.vdivps(t[0], t[1], t[0]); });  // t
-      each([&](auto&, auto t) { a_.vmovaps(t[1], cst(kErfA5)); });
-      for (int i = 3; i >= 0; --i)
-        each([&](auto&, auto t) { a_.vfmadd213ps(t[1], t[0], cst(ConstId(kErfA1 + i))); });
-      each([&](auto&, auto t) { a_.vmulps(t[1], t[1], t[0]); });  // poly(t)
-      each([&](auto& x, auto t) { a_.vmulps(t[0], x, x); });
-      each([&](auto&, auto t) { a_.vmulps(t[0], t[0], cst(kNegHalf)); });
-      // Bounded at -80 so that q below stays a normal float: from exp's own bound (-87) q would
-      // be denormal, and every op on a denormal lane costs a microcode assist (~100+ cycles on
-      // Intel), several times the whole epilogue. Phi(x) rounds to 0 or 1 beyond |x| = 12.7.
-      each([&](auto&, auto t) { a_.vmaxps(t[0], t[0], cst(kErfExpLo)); });
-      exp_lanes(lanes, 0, 2, 3);                                  // e^{-x^2/2}
-      each([&](auto&, auto t) { a_.vmulps(t[1], t[1], t[0]); });  // q = 1 - erf(|x| / sqrt 2)
-      each([&](auto&, auto t) { a_.vmulps(t[1], t[1], cst(kNegHalf)); });
-      each([&](auto&, auto t) { a_.vaddps(t[1], t[1], cst(kHalf)); });  // 0.5 - 0.5 q >= 0
-      each([&](auto& x, auto t) { and_mem(t[0], x, cst(kSignMask)); });
-      each([&](auto&, auto t) { or_reg(t[1], t[1], t[0]); });
-      each([&](auto&, auto t) { a_.vaddps(t[1], t[1], cst(kHalf)); });
-      each([&](auto& x, auto t) { a_.vmulps(x, x, t[1]); });
+    case Activation::gelu: {  // 0.5 x (1 + erf(x / sqrt 2)), ~20 ops a lane
+      // (An A&S 7.1.26 erf with an exp took ~40, and its e^{-x^2/2} went denormal past |x| = 13.)
+      each([&](auto& x, auto t) { a_.vmulps(t[0], x, cst(kRsqrt2)); });
+      each([&](auto&, auto t) { a_.vmaxps(t[0], t[0], cst(kErfClampLo)); });
+      each([&](auto&, auto t) { a_.vminps(t[0], t[0], cst(kErfClampHi)); });  // y
+      each([&](auto&, auto t) { a_.vmulps(t[1], t[0], t[0]); });              // y^2
+      each([&](auto&, auto t) { a_.vmovaps(t[2], cst(kErfP0)); });
+      for (int i = 1; i < 7; ++i)
+        each([&](auto&, auto t) { a_.vfmadd213ps(t[2], t[1], cst(ConstId(kErfP0 + i))); });
+      each([&](auto&, auto t) { a_.vmulps(t[2], t[2], t[0]); });  // y P(y^2)
+      each([&](auto&, auto t) { a_.vmovaps(t[3], cst(kErfQ0)); });
+      for (int i = 1; i < 5; ++i)
+        each([&](auto&, auto t) { a_.vfmadd213ps(t[3], t[1], cst(ConstId(kErfQ0 + i))); });
+      each([&](auto&, auto t) { a_.vdivps(t[2], t[2], t[3]); });  // erf(y)
+      each([&](auto& x, auto) { a_.vmulps(x, x, cst(kHalf)); });
+      each([&](auto& x, auto t) { a_.vfmadd231ps(x, x, t[2]); });  // 0.5 x + 0.5 x erf(y)
       return;
     }
   }

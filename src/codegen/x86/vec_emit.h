@@ -37,7 +37,6 @@ enum ConstId : int32_t {
   kZero,
   kOne,
   kHalf,
-  kNegHalf,
   kNegOne,
   kExpHi,
   kExpLo,
@@ -46,14 +45,15 @@ enum ConstId : int32_t {
   kLn2Lo,
   kExpP0,  // kExpP0..kExpP7: e^r on [-ln2/2, ln2/2], Horner from the highest degree
   kExpP7 = kExpP0 + 7,
-  kAbsMask,
-  kSignMask,
   kGeluTanhNegK,
   kGeluTanhNegKA,
-  kErfP,  // A&S 7.1.26's p, divided by sqrt 2 (applied to |x|)
-  kErfA1,
-  kErfA5 = kErfA1 + 4,
-  kErfExpLo,  // lower bound of gelu's -x^2/2 (keeps q normal, see activation())
+  kRsqrt2,
+  kErfClampLo,  // erf's argument bounded to [-4, 4] (erf is +-1 to float precision beyond)
+  kErfClampHi,
+  kErfP0,  // kErfP0..kErfP6: odd numerator in x^2, Horner from the highest degree
+  kErfP6 = kErfP0 + 6,
+  kErfQ0,  // kErfQ0..kErfQ4: even denominator in x^2
+  kErfQ4 = kErfQ0 + 4,
   kNumConsts
 };
 
@@ -122,8 +122,6 @@ class VecEmitter {
 
  private:
   void exp_lanes(std::span<const ActLane> lanes, int zi, int ai, int bi);
-  void and_mem(const ax::Vec& dst, const ax::Vec& src, const ax::Mem& m);
-  void or_reg(const ax::Vec& dst, const ax::Vec& a, const ax::Vec& b);
   ax::Mem mask_mem(int n) const;
 
   ax::Assembler& a_;
