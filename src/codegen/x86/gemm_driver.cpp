@@ -247,20 +247,25 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   while (T % s.tm) --s.tm;
   s.tn = std::clamp<int64_t>(T / s.tm, 1, s.npanels);
   // KC: 512, or 1024 when each task has at least 512 rows and L2 holds a 1024 x NR panel of B in
-  // an eighth of it. Panels overflow L1 and their rows stream from L2, which keeps up; a larger KC
-  // reloads C's partial sums fewer times, but with few rows a task's KC x NC block of B is reused
-  // by few MC blocks and is better kept small. Measured on a Zen 5 (1 MiB L2): 2048^3 at 471
-  // GFLOP/s with KC 1024 (437 with 512); 128x4096x1024 at 385-393 with 512 (356-377 with 1024).
+  // an eighth of it (long_k), or when all of a task's rows at KC 1024 fit in a third of L2
+  // (short_k_1024: one MC block, A packed once per K block, fewer passes over C). Panels overflow
+  // L1 and their rows stream from L2, which keeps up. Measured: 2048^3 on a Zen 5 (1 MiB L2) at
+  // 471 GFLOP/s with KC 1024 (437 with 512); 128x4096x1024 on a Zen 5 at 385-393 with 512
+  // (356-377 with 1024: its 140 x 1024 A block is over half of that L2), on an Emerald Rapids
+  // (2 MiB L2) 1-2% faster with 1024 for the prepacked Linear+GELU, even without (paired).
   const int64_t rows_per_task = ceil_div(s.mtiles, s.tm) * s.MR;
   const bool long_k = rows_per_task >= 512 && cpu.l2_bytes / (8 * s.NR * 4) >= 1024;
-  const int64_t kc_max = long_k ? 1024 : 512;
+  const bool short_k_1024 = !long_k && rows_per_task * 1024 * 4 <= cpu.l2_bytes / 3;
+  const int64_t kc_max = long_k || short_k_1024 ? 1024 : 512;
   s.npc = std::max<int64_t>(1, ceil_div(p.K, kc_max));
   s.KC = round_up(ceil_div(p.K, s.npc), 4);
-  // MC: an MC x KC block of A in a quarter of L2 (an eighth with the long KC; the C tile rows and
-  // B's panels pass through L2 too), split evenly over the task's rows.
+  // MC: an MC x KC block of A in a quarter of L2 (an eighth with long_k, a third with
+  // short_k_1024; the C tile rows and B's panels pass through L2 too), split evenly over the
+  // task's rows.
   const int64_t rows_task = rows_per_task;
-  const int64_t mc_cache = std::max(
-      s.MR, (cpu.l2_bytes / (long_k ? 8 : 4)) / std::max<int64_t>(1, s.KC * 4) / s.MR * s.MR);
+  const int64_t a_share = long_k ? 8 : short_k_1024 ? 3 : 4;
+  const int64_t mc_cache =
+      std::max(s.MR, (cpu.l2_bytes / a_share) / std::max<int64_t>(1, s.KC * 4) / s.MR * s.MR);
   const int64_t mblocks = ceil_div(rows_task, mc_cache);
   s.MC = round_up(ceil_div(rows_task, mblocks), s.MR);
   // NC: with several MC blocks, the task's columns (at most 4096; the packed KC x NC block of B is
