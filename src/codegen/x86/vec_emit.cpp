@@ -17,7 +17,6 @@ struct alignas(64) ConstTables {
   int32_t masks[16];
 };
 
-
 constexpr ConstTables make_tables() {
   ConstTables t{};
   float v[kNumConsts] = {};
