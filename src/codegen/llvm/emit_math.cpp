@@ -1,10 +1,13 @@
 #include "codegen/llvm/emit_math.h"
 
+#include "codegen/erf_rational.h"
+
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
 #include <cmath>
 #include <limits>
+#include <span>
 
 namespace kiln::llvmjit {
 
@@ -15,10 +18,14 @@ using llvm::Value;
 Value* cf(llvm::IRBuilder<>& b, double v) { return llvm::ConstantFP::get(b.getFloatTy(), v); }
 
 // Horner evaluation of c[0]*x^n + ... + c[n].
-Value* horner(llvm::IRBuilder<>& b, Value* x, std::initializer_list<double> coeffs) {
+Value* horner(llvm::IRBuilder<>& b, Value* x, std::span<const double> coeffs) {
   Value* acc = nullptr;
   for (double c : coeffs) acc = acc ? b.CreateFAdd(b.CreateFMul(acc, x), cf(b, c)) : cf(b, c);
   return acc;
+}
+
+Value* horner(llvm::IRBuilder<>& b, Value* x, std::initializer_list<double> coeffs) {
+  return horner(b, x, std::span<const double>(coeffs.begin(), coeffs.size()));
 }
 
 Value* libm_call(llvm::IRBuilder<>& b, const char* name, Value* x) {
@@ -101,17 +108,12 @@ Value* emit_tanh(llvm::IRBuilder<>& b, Value* x) {
 
 Value* emit_erf(llvm::IRBuilder<>& b, Value* x) {
   if (x->getType()->isDoubleTy()) return libm_call(b, "erf", x);
-  // Rational approximation on [-4, 4] (erf is +-1 to float precision beyond).
-  Value* xc = b.CreateMinNum(b.CreateMaxNum(x, cf(b, -4.0)), cf(b, 4.0));
+  // erf_rational.h: y P(y^2) / Q(y^2) on [-4, 4].
+  namespace er = erf_rational;
+  Value* xc = b.CreateMinNum(b.CreateMaxNum(x, cf(b, -er::kClamp)), cf(b, er::kClamp));
   Value* x2 = b.CreateFMul(xc, xc);
-  Value* p = horner(
-      b, x2,
-      {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-       -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02});
-  p = b.CreateFMul(p, xc);
-  Value* q = horner(b, x2,
-                    {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
-                     -7.37332916720468e-03, -1.42647390514189e-02});
+  Value* p = b.CreateFMul(horner(b, x2, er::kP), xc);
+  Value* q = horner(b, x2, er::kQ);
   Value* r = b.CreateFDiv(p, q);
   return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
 }

@@ -1,6 +1,7 @@
 // Shared emission helpers for the GEMM generators: constants, masks and the fused epilogue math.
 #include "codegen/x86/vec_emit.h"
 
+#include "codegen/erf_rational.h"
 #include "support/check.h"
 
 #include <algorithm>
@@ -42,18 +43,13 @@ constexpr ConstTables make_tables() {
   // gelu_tanh(x) = x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) = x / (1 + exp(x (-K - K A x^2))).
   v[kGeluTanhNegK] = -1.5957691216057308f;
   v[kGeluTanhNegKA] = -1.5957691216057308f * 0.044715f;
-  // erf(y) = y P(y^2) / Q(y^2) on [-4, 4], the rational approximation the LLVM backend's erf uses
-  // (emit_math.cpp): a few ulp, no exp, nothing that can underflow.
+  // gelu's erf(y) = y P(y^2) / Q(y^2) on [-4, 4] (erf_rational.h, as the LLVM backend's erf):
+  // no exp, nothing that can underflow.
   v[kRsqrt2] = 0.70710678118654752f;
-  v[kErfClampLo] = -4.0f;
-  v[kErfClampHi] = 4.0f;
-  const float ep[7] = {-2.72614225801306e-10f, 2.77068142495902e-08f,  -2.10102402082508e-06f,
-                       -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
-                       -1.60960333262415e-02f};
-  for (int i = 0; i < 7; ++i) v[kErfP0 + i] = ep[i];
-  const float eq[5] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
-                       -7.37332916720468e-03f, -1.42647390514189e-02f};
-  for (int i = 0; i < 5; ++i) v[kErfQ0 + i] = eq[i];
+  v[kErfClampLo] = float(-erf_rational::kClamp);
+  v[kErfClampHi] = float(erf_rational::kClamp);
+  for (size_t i = 0; i < erf_rational::kP.size(); ++i) v[kErfP0 + i] = float(erf_rational::kP[i]);
+  for (size_t i = 0; i < erf_rational::kQ.size(); ++i) v[kErfQ0 + i] = float(erf_rational::kQ[i]);
   for (int c = 0; c < kNumConsts; ++c)
     for (int l = 0; l < 16; ++l) t.consts[c][l] = v[c];
   for (int l = 0; l < 16; ++l) t.masks[l] = l < 8 ? -1 : 0;

@@ -50,9 +50,9 @@ enum ConstId : int32_t {
   kRsqrt2,
   kErfClampLo,  // erf's argument bounded to [-4, 4] (erf is +-1 to float precision beyond)
   kErfClampHi,
-  kErfP0,  // kErfP0..kErfP6: odd numerator in x^2, Horner from the highest degree
+  kErfP0,  // kErfP0..kErfP6, kErfQ0..kErfQ4: erf_rational.h's kP and kQ
   kErfP6 = kErfP0 + 6,
-  kErfQ0,  // kErfQ0..kErfQ4: even denominator in x^2
+  kErfQ0,
   kErfQ4 = kErfQ0 + 4,
   kNumConsts
 };
