@@ -42,6 +42,12 @@ void measure(int64_t M, int64_t N, int64_t K, int rounds) {
   d.rows = M, d.cols = N, d.K = K;
   d.a_rs = K, d.a_cs = 1, d.b_rs = N, d.ldc = N;
   const x86::Kernel* k = &x86::get_kernel(d);
+  const auto used = plan->kernels();
+  if (used.size() != 1 || used[0].name != k->info.name) {
+    std::printf("%ldx%ldx%ld: the plan does not run %s alone; not measured\n", long(M), long(N),
+                long(K), k->info.name.c_str());
+    std::exit(1);
+  }
   const libxsmm_blasint m = N, n = M, kk = K, lda = m, ldb = kk, ldc = m;
   const float alpha = 1, beta = 0;
   libxsmm_smmfunction xk =

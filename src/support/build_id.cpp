@@ -1,6 +1,5 @@
 #include "support/build_id.h"
 
-#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <xxhash.h>

@@ -20,7 +20,8 @@ enum class Activation : uint8_t { none, relu, gelu, gelu_tanh, silu };
 
 // Applied in registers, in this order, before C is stored:
 //   C(i, j) = act(scale * sum_k A(i, k) B(k, j) + bias[j]) + residual(i, j)
-// gelu is the erf form (0.5 x (1 + erf(x / sqrt 2)), erf by a polynomial with |error| < 1.5e-7);
+// gelu is the erf form (0.5 x (1 + erf(x / sqrt 2)), erf the rational approximation of
+// codegen/erf_rational.h, a few ulp);
 // gelu_tanh is the tanh approximation; silu is x * sigmoid(x).
 struct GemmEpilogue {
   const float* bias = nullptr;  // [N], broadcast over rows; nullptr: none

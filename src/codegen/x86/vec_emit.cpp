@@ -233,22 +233,22 @@ void VecEmitter::activation_pass(std::span<const TileItem> items, Activation act
   const int per_lane = 1 + std::max(1, act_temps(act));
   const size_t group = size_t(std::max(1, (last_reg - first_reg) / per_lane));
   KILN_CHECK(first_reg + per_lane <= last_reg) << "no registers for the activation pass";
-  std::vector<ActLane> lanes_;
+  std::vector<ActLane> group_lanes;
   for (size_t g0 = 0; g0 < items.size(); g0 += group) {
     const size_t n = std::min(group, items.size() - g0);
-    lanes_.clear();
+    group_lanes.clear();
     for (size_t l = 0; l < n; ++l) {
       const int r = first_reg + int(l) * per_lane;
       ActLane lane{vec(r), {}};
       for (int i = 0; i < 4; ++i) lane.t[i] = vec(r + 1 + std::min(i, per_lane - 2));  // unused
-      lanes_.push_back(lane);  // past act_temps(act)
+      group_lanes.push_back(lane);  // past act_temps(act)
     }
     for (size_t l = 0; l < n; ++l)
-      load_masked(lanes_[l].x, items[g0 + l].c, items[g0 + l].n, mask_tmp);
-    activation(lanes_, act);
+      load_masked(group_lanes[l].x, items[g0 + l].c, items[g0 + l].n, mask_tmp);
+    activation(group_lanes, act);
     for (size_t l = 0; l < n; ++l) {
-      if (residual) add_mem(lanes_[l].x, items[g0 + l].residual, items[g0 + l].n, mask_tmp);
-      store_masked(items[g0 + l].c, lanes_[l].x, items[g0 + l].n, mask_tmp);
+      if (residual) add_mem(group_lanes[l].x, items[g0 + l].residual, items[g0 + l].n, mask_tmp);
+      store_masked(items[g0 + l].c, group_lanes[l].x, items[g0 + l].n, mask_tmp);
     }
   }
 }

@@ -103,7 +103,7 @@ class VecEmitter {
   };
   static int act_temps(Activation act);
   // The activation of every lane, emitted one instruction across all lanes before the next: one
-  // lane's chain is tens of dependent ops (gelu: ~40, with a divide and an exp), so a tile done a
+  // lane's chain is ~20 dependent ops (gelu's with a divide, silu's with an exp), so a tile done a
   // vector at a time waits on latency; independent lanes side by side fill the pipeline.
   void activation(std::span<const ActLane> lanes, Activation act);
   // Activations that are worth a second pass over the tile (everything but relu).

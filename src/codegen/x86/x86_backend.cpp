@@ -460,11 +460,12 @@ class X86Backend : public Backend {
       lp.epi.residual = &dummy;
       lp.epi.ld_residual = lp.N;
     }
-    bool runtime = false;
-    for (const auto& l : k->leaves) runtime = runtime || l.runtime;
+    bool runtime = false, symbolic = false;
+    for (const auto& l : k->leaves) {
+      runtime = runtime || l.runtime;
+      symbolic = symbolic || l.symbolic;
+    }
     if (req.keep_text && !runtime) k->asm_text = x86::listing_for(lp);
-    bool symbolic = false;
-    for (const auto& l : k->leaves) symbolic = symbolic || l.symbolic;
     if (nb == 0 && !runtime && !symbolic && !k->dynamic_m && !k->dynamic_nk) {
       k->fixed_threads = ThreadPool::global().num_threads();
       k->fixed_plan =
