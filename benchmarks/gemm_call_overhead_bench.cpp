@@ -68,14 +68,14 @@ void measure(int64_t M, int64_t N, int64_t K, int rounds) {
        }},
       {"kernel",
        [=] {
-         x86::KernelArgs args{A, B, C, nullptr, nullptr, K, 0, 0, 1.0f};
-         for (int i = 0; i < kCallsPerRun; ++i) k->fn(&args);
+         const x86::KernelArgs args{nullptr, nullptr, K, 0, 0, 1.0f};
+         for (int i = 0; i < kCallsPerRun; ++i) k->fn(&args, A, B, C);
        }},
       {"kernel+args",
        [=] {
          for (int i = 0; i < kCallsPerRun; ++i) {
-           x86::KernelArgs args{A, B, C, nullptr, nullptr, K, 0, 0, 1.0f};
-           k->fn(&args);
+           const x86::KernelArgs args{nullptr, nullptr, K, 0, 0, 1.0f};
+           k->fn(&args, A, B, C);
            asm volatile("" ::: "memory");
          }
        }},

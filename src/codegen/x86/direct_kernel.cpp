@@ -39,9 +39,10 @@ class DirectGen {
   const KernelDesc& d_;
   VecEmitter v_;
   int vl_;
-  // Registers: args, A row block, C row block, residual row block, B, bias, column offset (bytes),
-  // running A and B pointers, K loop and row-block loop counters (the constant base is r13).
-  const ax::Gp args_ = ax::rdi, ai_ = ax::rsi, ci_ = ax::rdx, ri_ = ax::rcx, b_ = ax::r8,
+  // Registers: args, A row block, B, C row block (the first four arrive as the call's arguments,
+  // see KernelFn), residual row block, bias, column offset (bytes), running A and B pointers, K
+  // loop and row-block loop counters (the constant base is r13).
+  const ax::Gp args_ = ax::rdi, ai_ = ax::rsi, b_ = ax::rdx, ci_ = ax::rcx, ri_ = ax::r8,
                bias_ = ax::r9, col_ = ax::r10, ak_ = ax::r11, bk_ = ax::rax, kcnt_ = ax::rbx,
                icnt_ = ax::r12;
   int nacc_ = 0;
@@ -189,9 +190,6 @@ void DirectGen::emit() {
   a_.push(ax::r12);
   a_.push(ax::r13);
   v_.load_const_base();
-  a_.mov(ai_, ax::ptr(args_, arg(offsetof(KernelArgs, a))));
-  a_.mov(b_, ax::ptr(args_, arg(offsetof(KernelArgs, b))));
-  a_.mov(ci_, ax::ptr(args_, arg(offsetof(KernelArgs, c))));
   if (d_.has_bias && d_.last) a_.mov(bias_, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
   if (d_.has_residual && d_.last) a_.mov(ri_, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
 

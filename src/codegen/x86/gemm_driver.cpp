@@ -117,9 +117,8 @@ struct GemmPlan::Impl {
   [[gnu::always_inline]] bool run_direct_fast(const GemmProblem& p) const {
     if (path != Path::direct || copy_b || p.M != M || p.N != N || p.K != K) return false;
     g_call_counts.add(kDirect);
-    const KernelArgs args{p.a.data, p.b.data, p.c, p.epi.bias, p.epi.residual,
-                          p.K,      0,        0,   p.epi.scale};
-    direct->fn(&args);
+    const KernelArgs args{p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
+    direct->fn(&args, p.a.data, p.b.data, p.c);
     return true;
   }
   void run_direct(const GemmProblem& p) const;
@@ -320,13 +319,14 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
 }
 
 void GemmPlan::Impl::run_direct(const GemmProblem& p) const {
-  KernelArgs args{p.a.data, p.b.data, p.c, p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
+  const KernelArgs args{p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
+  const float* b = p.b.data;
   if (copy_b) {
-    float* b = thread_scratch(ScratchSlot::b_copy, size_t(p.K * p.N));
-    copy_b_rowmajor(p.b, p.K, p.N, b);
-    args.b = b;
+    float* copy = thread_scratch(ScratchSlot::b_copy, size_t(p.K * p.N));
+    copy_b_rowmajor(p.b, p.K, p.N, copy);
+    b = copy;
   }
-  direct->fn(&args);
+  direct->fn(&args, p.a.data, b, p.c);
 }
 
 void GemmPlan::Impl::run_skinny(const GemmProblem& p, ThreadPool* pool) const {
@@ -337,16 +337,14 @@ void GemmPlan::Impl::run_skinny(const GemmProblem& p, ThreadPool* pool) const {
       for (int64_t b = 0; b < nkb; ++b) {
         const int kind = nkb == 1 ? 3 : b == 0 ? 0 : b == nkb - 1 ? 2 : 1;
         const int64_t k0 = b * kb;
-        KernelArgs args{p.a.data + k0 * p.a.col_stride,
-                        p.b.data + k0 * p.b.row_stride + j0,
-                        p.c + j0,
-                        p.epi.bias ? p.epi.bias + j0 : nullptr,
-                        p.epi.residual ? p.epi.residual + j0 : nullptr,
-                        0,
-                        0,
-                        0,
-                        p.epi.scale};
-        skinny[lc][kind]->fn(&args);
+        const KernelArgs args{p.epi.bias ? p.epi.bias + j0 : nullptr,
+                              p.epi.residual ? p.epi.residual + j0 : nullptr,
+                              0,
+                              0,
+                              0,
+                              p.epi.scale};
+        skinny[lc][kind]->fn(&args, p.a.data + k0 * p.a.col_stride,
+                             p.b.data + k0 * p.b.row_stride + j0, p.c + j0);
       }
     }
   });
@@ -356,16 +354,13 @@ void GemmPlan::Impl::run_stream(const GemmProblem& p, ThreadPool* pool) const {
   parallel(pool, nchunks, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
       const int64_t j0 = c * chunk;
-      KernelArgs args{p.a.data,
-                      p.b.data + j0,
-                      p.c + j0,
-                      p.epi.bias ? p.epi.bias + j0 : nullptr,
-                      p.epi.residual ? p.epi.residual + j0 : nullptr,
-                      p.K,
-                      0,
-                      0,
-                      p.epi.scale};
-      stream[c == nchunks - 1]->fn(&args);
+      const KernelArgs args{p.epi.bias ? p.epi.bias + j0 : nullptr,
+                            p.epi.residual ? p.epi.residual + j0 : nullptr,
+                            p.K,
+                            0,
+                            0,
+                            p.epi.scale};
+      stream[c == nchunks - 1]->fn(&args, p.a.data, p.b.data + j0, p.c + j0);
     }
   });
 }
@@ -402,18 +397,16 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
         auto panel = [&](int64_t q) {
           return bpacked ? bpacked + q * K * NR + k0 * NR : bbuf + (q - jc) * kc * NR;
         };
-        args.b = panel(jp);
+        const float* b = panel(jp);
         args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
         // Micro-panel ir prefetches the ir-th stretch (one line per unrolled K iteration) of the
         // next panel; stretches past its end only touch memory that is never read.
-        const float* next = jp + 1 < jc_end ? panel(jp + 1) : args.b;
+        const float* next = jp + 1 < jc_end ? panel(jp + 1) : b;
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int me = mc - ir < MR;
           args.b_next = next + (ir / MR) * (kc / kPackedUnrollK) * kFloatsPerLine;
-          args.a = abuf + ir * kc;
-          args.c = p.c + (i0 + ir) * p.ldc + j0;
           args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;
-          kern[acc][last][me][ne]->fn(&args);
+          kern[acc][last][me][ne]->fn(&args, abuf + ir * kc, b, p.c + (i0 + ir) * p.ldc + j0);
         }
       }
     };

@@ -1,4 +1,4 @@
-// The GEMM code generators. Each emits one complete function `void fn(const KernelArgs*)`
+// The GEMM code generators. Each emits one complete function of type KernelFn
 // for a descriptor into an asmjit assembler; kernel_registry.cpp owns the CodeHolder and runtime.
 #pragma once
 

@@ -39,11 +39,11 @@ struct KernelDesc {
 // iteration.
 constexpr int kPackedUnrollK = 4;
 
-// The one argument of every generated kernel: void fn(const KernelArgs*).
+// Every generated kernel is a KernelFn: fn(&args, a, b, c). The operand pointers come in
+// registers (rsi, rdx, rcx), so a small kernel's first loads do not wait on a store to `args`
+// and its reload (store forwarding), and the caller builds them without copying its problem
+// through vector registers; the rest is read from `args` where it is needed.
 struct KernelArgs {
-  const float* a;
-  const float* b;
-  float* c;
   const float* bias;      // at the tile's first column
   const float* residual;  // at the tile's first element
   int64_t kc;             // packed and stream
@@ -52,7 +52,7 @@ struct KernelArgs {
   float scale;
   const float* b_next = nullptr;  // packed: prefetched into L2 from here, a line per 4 k-steps
 };
-using KernelFn = void (*)(const KernelArgs*);
+using KernelFn = void (*)(const KernelArgs* args, const float* a, const float* b, float* c);
 
 struct Kernel {
   KernelFn fn = nullptr;

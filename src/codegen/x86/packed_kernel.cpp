@@ -42,9 +42,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   auto breg = [&](int j) { return v.vec(nacc + j); };
   auto bc = [&](int i) { return v.vec(nacc + nv + i % nbc); };
 
-  a.mov(ra, ax::ptr(args, arg(offsetof(KernelArgs, a))));
-  a.mov(rb, ax::ptr(args, arg(offsetof(KernelArgs, b))));
-  a.mov(rc, ax::ptr(args, arg(offsetof(KernelArgs, c))));
+  // ra, rb and rc arrive holding KernelArgs::a, b and c (see KernelFn).
   a.mov(cnt, ax::ptr(args, arg(offsetof(KernelArgs, kc))));
   // Prefetch the C tile (its rows are ldc apart, which the hardware prefetchers do not follow);
   // the K loop hides the latency.
@@ -115,6 +113,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   const bool last = d.last != 0;
   const Activation act = last ? Activation(d.act) : Activation::none;
   const bool second_pass = VecEmitter::needs_pass(act);
+  if (second_pass) a.mov(rb, rc);  // the tile's first C row, for the second pass (rb is free now)
   a.mov(rem, ax::ptr(args, arg(offsetof(KernelArgs, ldc_bytes))));
   if (last && d.has_bias) a.mov(bias, ax::ptr(args, arg(offsetof(KernelArgs, bias))));
   if (last && d.has_residual) a.mov(res, ax::ptr(args, arg(offsetof(KernelArgs, residual))));
@@ -145,7 +144,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   if (second_pass) {
     const bool residual = d.has_residual != 0;
     const ax::Gp ldr = ra;  // free after the K loop
-    a.mov(rc, ax::ptr(args, arg(offsetof(KernelArgs, c))));
+    a.mov(rc, rb);
     if (residual) {
       a.mov(res, ax::ptr(args, arg(offsetof(KernelArgs, residual))));
       a.mov(ldr, ax::ptr(args, arg(offsetof(KernelArgs, ldr_bytes))));

@@ -130,9 +130,7 @@ void StreamGen::epilogue_pass() {
 }
 
 void StreamGen::emit() {
-  a_.mov(x_, ax::ptr(args_, arg(offsetof(KernelArgs, a))));
-  a_.mov(bb_, ax::ptr(args_, arg(offsetof(KernelArgs, b))));
-  a_.mov(yb_, ax::ptr(args_, arg(offsetof(KernelArgs, c))));
+  // x_, bb_ and yb_ arrive holding KernelArgs::a, b and c (see KernelFn).
   v_.load_const_base();
   v_.set_mask(last_n_, qcnt_);
   // y = 0.
