@@ -247,6 +247,55 @@ TEST_CASE("x86 gemm: concurrent callers share the registry and plans", "[x86][ge
   CHECK(failures.load() == 0);
 }
 
+TEST_CASE("x86 gemm: a thread's last plan serves only the identical problem",
+          "[x86][gemm][threads]") {
+  // Problems of one shape that differ in one plan-key field each (layouts, epilogue, ISA), in
+  // turns: each call after the first misses the thread's last plan, each repeat hits it.
+  struct Variant {
+    Layout la, lb;
+    EpiKind e;
+  };
+  const std::vector<Variant> variants = {
+      {Layout::row_major, Layout::row_major, {}},
+      {Layout::row_major, Layout::transposed, {}},
+      {Layout::padded, Layout::row_major, {}},
+      {Layout::row_major, Layout::row_major, {Activation::none, true, false, false}},
+      {Layout::row_major, Layout::row_major, {Activation::none, false, true, false}},
+      {Layout::row_major, Layout::row_major, {Activation::relu, false, false, true}},
+      {Layout::row_major, Layout::row_major, {Activation::silu, false, false, false}},
+  };
+  for (Shape s : std::vector<Shape>{{16, 16, 16}, {23, 57, 91}, {3, 300, 40}}) {
+    for (int round = 0; round < 2; ++round) {
+      for (Isa isa : supported_isas()) {
+        for (size_t v = 0; v < variants.size(); ++v) {
+          for (int repeat = 0; repeat < 2; ++repeat) {
+            INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " variant " << v);
+            Case c(s, variants[v].la, variants[v].lb, variants[v].e, uint32_t(v * 10 + repeat));
+            c.run(pool2(), isa);
+            CHECK(c.max_violation() <= 1.0);
+          }
+        }
+      }
+    }
+  }
+  // Threads that each keep a last plan and exit (their plans are released, nothing leaks into
+  // the next thread).
+  std::atomic<int> failures{0};
+  for (int wave = 0; wave < 3; ++wave) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t, wave] {
+        Case c({int64_t(5 + t), int64_t(7 + wave), 9}, Layout::row_major, Layout::row_major,
+               EpiKind{}, uint32_t(t + 3 * wave));
+        c.run(kiln::ThreadPool::global(), supported_isas().front());
+        if (!(c.max_violation() <= 1.0)) failures.fetch_add(1);
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+  CHECK(failures.load() == 0);
+}
+
 TEST_CASE("x86 gemm: large blocking (threads split M or N, several MC, NC and K blocks)",
           "[x86][gemm][blocking]") {
   // Each thread owns a block of C and packs its own A (MC x KC) and B (KC x NC) blocks: shapes that
