@@ -257,15 +257,18 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   while (T % s.tm) --s.tm;
   s.tn = std::clamp<int64_t>(T / s.tm, 1, s.npanels);
   // KC: 512, or 1024 when each task has at least 512 rows and L2 holds a 1024 x NR panel of B in
-  // an eighth of it (long_k), or when all of a task's rows at KC 1024 fit in a third of L2
-  // (short_k_1024: one MC block, A packed once per K block, fewer passes over C). Panels overflow
-  // L1 and their rows stream from L2, which keeps up. Measured: 2048^3 on a Zen 5 (1 MiB L2) at
-  // 471 GFLOP/s with KC 1024 (437 with 512); 128x4096x1024 on a Zen 5 at 385-393 with 512
-  // (356-377 with 1024: its 140 x 1024 A block is over half of that L2), on an Emerald Rapids
-  // (2 MiB L2) 1-2% faster with 1024 for the prepacked Linear+GELU, even without (paired).
+  // an eighth of it (long_k), or when B is prepacked and all of a task's rows at KC 1024 fit in a
+  // third of L2 (short_k_1024: one MC block, A packed once per K block, fewer passes over C).
+  // Panels overflow L1 and their rows stream from L2, which keeps up. Measured: 2048^3 on a Zen 5
+  // (1 MiB L2) at 471 GFLOP/s with KC 1024 (437 with 512); 128x4096x1024 on a Zen 5 at 385-393
+  // with 512 (356-377 with 1024: its 140 x 1024 A block is over half of that L2); on two Xeons
+  // with 2 MiB L2, prepacked Linear+GELU 1-2% faster with 1024 on one, even on the other; with B
+  // packed per call, 1-5% slower with 1024 (paired, 2 threads, five runs at M = 128 and 64: B
+  // read from memory packs slower into a 1024-row block that shares L2 with a 1024-column A).
   const int64_t rows_per_task = ceil_div(s.mtiles, s.tm) * s.MR;
   const bool long_k = rows_per_task >= 512 && cpu.l2_bytes / (8 * s.NR * 4) >= 1024;
-  const bool short_k_1024 = !long_k && rows_per_task * 1024 * 4 <= cpu.l2_bytes / 3;
+  const bool short_k_1024 =
+      !long_k && prepacked_b && rows_per_task * 1024 * 4 <= cpu.l2_bytes / 3;
   const int64_t kc_max = long_k || short_k_1024 ? 1024 : 512;
   s.npc = std::max<int64_t>(1, ceil_div(p.K, kc_max));
   s.KC = round_up(ceil_div(p.K, s.npc), 4);
