@@ -267,8 +267,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   // read from memory packs slower into a 1024-row block that shares L2 with a 1024-column A).
   const int64_t rows_per_task = ceil_div(s.mtiles, s.tm) * s.MR;
   const bool long_k = rows_per_task >= 512 && cpu.l2_bytes / (8 * s.NR * 4) >= 1024;
-  const bool short_k_1024 =
-      !long_k && prepacked_b && rows_per_task * 1024 * 4 <= cpu.l2_bytes / 3;
+  const bool short_k_1024 = !long_k && prepacked_b && rows_per_task * 1024 * 4 <= cpu.l2_bytes / 3;
   const int64_t kc_max = long_k || short_k_1024 ? 1024 : 512;
   s.npc = std::max<int64_t>(1, ceil_div(p.K, kc_max));
   s.KC = round_up(ceil_div(p.K, s.npc), 4);
