@@ -492,8 +492,8 @@ namespace {
 struct PlanKey {
   int64_t isa, threads, prepacked, M, N, K, a_rs, a_cs, b_rs, b_cs, ldc, ld_res, bias, scale, act,
       res, dynamic;
-  // Word by word, inlined: a memcmp call read the freshly stored key in wide loads that missed
-  // store forwarding (~20% of a 16^3 x86::gemm call).
+  // Word by word, inlined: checked on every x86::gemm call against the thread's last plan (a
+  // memcmp call there made a 16^3 call 1-7 ns slower, 74-81 vs 73-74 ns).
   bool operator==(const PlanKey& o) const {
     const auto *x = reinterpret_cast<const int64_t*>(this),
                *y = reinterpret_cast<const int64_t*>(&o);

@@ -104,7 +104,7 @@ struct DescHash {
 //   address) | code (with those bytes zero)
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
-constexpr uint64_t kBlobVersion = 5;  // 5: a, b, c also passed in registers (KernelFn)
+constexpr uint64_t kBlobVersion = 5;  // 5: a, b and c come in registers (KernelFn)
 constexpr uint64_t kMaxRelocs = 64;   // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB

@@ -42,7 +42,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   auto breg = [&](int j) { return v.vec(nacc + j); };
   auto bc = [&](int i) { return v.vec(nacc + nv + i % nbc); };
 
-  // ra, rb and rc arrive holding KernelArgs::a, b and c (see KernelFn).
+  // ra, rb and rc arrive holding the call's a, b and c (see KernelFn).
   a.mov(cnt, ax::ptr(args, arg(offsetof(KernelArgs, kc))));
   // Prefetch the C tile (its rows are ldc apart, which the hardware prefetchers do not follow);
   // the K loop hides the latency.

@@ -130,7 +130,7 @@ void StreamGen::epilogue_pass() {
 }
 
 void StreamGen::emit() {
-  // x_, bb_ and yb_ arrive holding KernelArgs::a, b and c (see KernelFn).
+  // x_, bb_ and yb_ arrive holding the call's a, b and c (see KernelFn).
   v_.load_const_base();
   v_.set_mask(last_n_, qcnt_);
   // y = 0.
