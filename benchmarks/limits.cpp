@@ -55,12 +55,14 @@ double run_pinned(int threads, Fn fn) {
 }
 
 // Independent FMA chains held in named registers (an array of accumulators ends up on the stack
-// and measures load/store throughput instead). 16 chains cover 2 ports x 4 cycles of latency.
-#define KILN_FMA16(T, FMA)                                                                     \
+// and measures load/store throughput instead). 12 chains cover 2 ports x 4-5 cycles of latency
+// and, with the two operands, fit the 16 ymm registers of AVX2: with more, the compiler spills
+// chains to the stack and the loop measures store forwarding instead of the FMA units.
+#define KILN_FMA12(T, FMA)                                                                     \
   /* distinct starting values, or the compiler merges identical chains into one */             \
   T a0 = init, a1 = a0 + init, a2 = a1 + init, a3 = a2 + init, a4 = a3 + init, a5 = a4 + init; \
   T a6 = a5 + init, a7 = a6 + init, a8 = a7 + init, a9 = a8 + init, a10 = a9 + init;           \
-  T a11 = a10 + init, a12 = a11 + init, a13 = a12 + init, a14 = a13 + init, a15 = a14 + init;  \
+  T a11 = a10 + init;                                                                          \
   for (long it = 0; it < iters; ++it) {                                                        \
     a0 = FMA(a0, x, y);                                                                        \
     a1 = FMA(a1, x, y);                                                                        \
@@ -74,18 +76,15 @@ double run_pinned(int threads, Fn fn) {
     a9 = FMA(a9, x, y);                                                                        \
     a10 = FMA(a10, x, y);                                                                      \
     a11 = FMA(a11, x, y);                                                                      \
-    a12 = FMA(a12, x, y);                                                                      \
-    a13 = FMA(a13, x, y);                                                                      \
-    a14 = FMA(a14, x, y);                                                                      \
-    a15 = FMA(a15, x, y);                                                                      \
   }                                                                                            \
-  T s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13 + a14 + a15;
+  T s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
+constexpr int kFmaChains = 12;
 
 #if defined(__AVX512F__)
 __attribute__((noinline)) float fma_loop_512(long iters) {
   const __m512 init = _mm512_set1_ps(1e-3f);
   const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  KILN_FMA16(__m512, _mm512_fmadd_ps)
+  KILN_FMA12(__m512, _mm512_fmadd_ps)
   return _mm512_reduce_add_ps(s);
 }
 #endif
@@ -93,12 +92,12 @@ __attribute__((noinline)) float fma_loop_512(long iters) {
 __attribute__((noinline)) float fma_loop_256(long iters) {
   const __m256 init = _mm256_set1_ps(1e-3f);
   const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-  KILN_FMA16(__m256, _mm256_fmadd_ps)
+  KILN_FMA12(__m256, _mm256_fmadd_ps)
   float out[8];
   _mm256_storeu_ps(out, s);
   return out[0];
 }
-#undef KILN_FMA16
+#undef KILN_FMA12
 
 std::atomic<float> g_sink{0};
 
@@ -153,7 +152,7 @@ static double fma_peak_gflops_here(int threads, double seconds) {
 #else
   const bool avx512 = false;
 #endif
-  const double flops_per_iter = avx512 ? 16.0 * 16 * 2 : 16.0 * 8 * 2;
+  const double flops_per_iter = double(kFmaChains) * (avx512 ? 16 : 8) * 2;
   auto loop = [&](long iters) {
 #if defined(__AVX512F__)
     if (avx512) return fma_loop_512(iters);
