@@ -3,7 +3,7 @@
 // measured in this run. Per shape the contenders run in paired rounds (paired.h): every ratio is
 // the median over rounds of ratios taken within a fraction of a second, with its quartiles.
 //   ninja -C build-bench gemm_bench && build-bench/benchmarks/gemm_bench [--rounds=15]
-//       [--burst=0.05] [--filter=512]
+//       [--burst=0.05] [--filter=512] [--threads=2]
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
 #include "limits.h"
@@ -29,7 +29,7 @@ namespace {
 
 namespace x86 = kiln::x86;
 namespace bench = kiln::bench;
-constexpr int kThreads = 2;
+int kThreads = 2;  // --threads=N
 constexpr double kOpenblasSpinSeconds = 0.15;
 
 struct Shape {
@@ -254,8 +254,12 @@ Options parse(int argc, char** argv) {
       o.burst_s = std::max(0.001, std::atof(a.c_str() + 8));
     } else if (a.rfind("--filter=", 0) == 0) {
       o.filter = a.substr(9);
+    } else if (a.rfind("--threads=", 0) == 0) {
+      kThreads = std::max(1, std::atoi(a.c_str() + 10));
     } else {
-      std::fprintf(stderr, "usage: gemm_bench [--rounds=N] [--burst=SECONDS] [--filter=SUBSTR]\n");
+      std::fprintf(
+          stderr,
+          "usage: gemm_bench [--rounds=N] [--burst=SECONDS] [--filter=SUBSTR] [--threads=N]\n");
       std::exit(2);
     }
   }
