@@ -257,25 +257,43 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   while (T % s.tm) --s.tm;
   s.tn = std::clamp<int64_t>(T / s.tm, 1, s.npanels);
   // KC: 512, or 1024 when each task has at least 512 rows and L2 holds a 1024 x NR panel of B in
-  // an eighth of it (long_k), or when B is prepacked and all of a task's rows at KC 1024 fit in a
-  // third of L2 (short_k_1024: one MC block, A packed once per K block, fewer passes over C).
+  // an eighth of it, an eighth that holds at least 32 rows of A at that KC (long_k), or when B is
+  // prepacked and all of a task's rows at KC 1024 fit in a third of L2 (short_k_1024: one MC
+  // block, A packed once per K block, fewer passes over C).
   // Panels overflow L1 and their rows stream from L2, which keeps up. Measured: 2048^3 on a Zen 5
   // (1 MiB L2) at 471 GFLOP/s with KC 1024 (437 with 512); 128x4096x1024 on a Zen 5 at 385-393
   // with 512 (356-377 with 1024: its 140 x 1024 A block is over half of that L2); on two Xeons
   // with 2 MiB L2, prepacked Linear+GELU 1-2% faster with 1024 on one, even on the other; with B
   // packed per call, 1-5% slower with 1024 (paired, 2 threads, five runs at M = 128 and 64: B
   // read from memory packs slower into a 1024-row block that shares L2 with a 1024-column A).
+  // A Zen 3 (AVX2, 512 KiB L2) ran 2048^3 at 0.74-0.87x of OpenBLAS with KC 1024, whose eighth
+  // of L2 holds only 12 rows (each B panel came from L3 for every two row tiles), and at 1.00x
+  // with KC 512 and 60-72 rows.
   const int64_t rows_per_task = ceil_div(s.mtiles, s.tm) * s.MR;
-  const bool long_k = rows_per_task >= 512 && cpu.l2_bytes / (8 * s.NR * 4) >= 1024;
+  const bool long_k = rows_per_task >= 512 && cpu.l2_bytes / (8 * s.NR * 4) >= 1024 &&
+                      cpu.l2_bytes / 8 / (1024 * 4) >= 32;
   const bool short_k_1024 = !long_k && prepacked_b && rows_per_task * 1024 * 4 <= cpu.l2_bytes / 3;
   const int64_t kc_max = long_k || short_k_1024 ? 1024 : 512;
   s.npc = std::max<int64_t>(1, ceil_div(p.K, kc_max));
   s.KC = round_up(ceil_div(p.K, s.npc), 4);
   // MC: an MC x KC block of A in a quarter of L2 (an eighth with long_k, a third with
-  // short_k_1024; the C tile rows and B's panels pass through L2 too), split evenly over the
-  // task's rows.
+  // short_k_1024 or one_block; the C tile rows and B's panels pass through L2 too), split evenly
+  // over the task's rows.
   const int64_t rows_task = rows_per_task;
-  const int64_t a_share = long_k ? 8 : short_k_1024 ? 3 : 4;
+  int64_t a_share = long_k ? 8 : short_k_1024 ? 3 : 4;
+  // one_block: when the task's rows overflow a quarter of L2 at this KC but fit a third of it at
+  // a KC of at least 256, KC shrinks to fit them: A is packed once per K block and B panel by
+  // panel just before its use, instead of B's whole block passing through L3 once per MC block.
+  // Measured on the Zen 3: 128x4096x1024 (132 rows a task) from 0.83x of OpenBLAS at KC 512 with
+  // three MC blocks to 0.91-0.96x at KC 208-344 with one (paired, 2 threads).
+  if (!long_k && !short_k_1024 && rows_task * s.KC * 4 > cpu.l2_bytes / 4) {
+    const int64_t kc_fit = cpu.l2_bytes / 3 / (rows_task * 4) / 4 * 4;
+    if (kc_fit >= 256) {
+      s.npc = ceil_div(p.K, kc_fit);
+      s.KC = round_up(ceil_div(p.K, s.npc), 4);
+      a_share = 3;
+    }
+  }
   const int64_t mc_cache =
       std::max(s.MR, (cpu.l2_bytes / a_share) / std::max<int64_t>(1, s.KC * 4) / s.MR * s.MR);
   const int64_t mblocks = ceil_div(rows_task, mc_cache);
