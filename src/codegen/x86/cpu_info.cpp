@@ -39,10 +39,11 @@ HostCpu detect() {
   h.avx512f = h.avx2_fma && cpu.hasFeature(F::kAVX512_F);
   long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
   long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  h.l1d_bytes = l1 > 0 ? l1 : sysfs_cache_bytes(1, "Data");
-  h.l2_bytes = l2 > 0 ? l2 : sysfs_cache_bytes(2, "Unified");
-  if (h.l1d_bytes <= 0) h.l1d_bytes = 32 * 1024;
-  if (h.l2_bytes <= 0) h.l2_bytes = 1024 * 1024;
+  CacheSizes& c = h.caches;
+  c.l1d_bytes = l1 > 0 ? l1 : sysfs_cache_bytes(1, "Data");
+  c.l2_bytes = l2 > 0 ? l2 : sysfs_cache_bytes(2, "Unified");
+  if (c.l1d_bytes <= 0) c.l1d_bytes = CacheSizes{}.l1d_bytes;
+  if (c.l2_bytes <= 0) c.l2_bytes = CacheSizes{}.l2_bytes;
   return h;
 }
 

@@ -2,6 +2,7 @@
 // KILN_ISA) and data cache sizes (sysconf, else sysfs). Detected once per process.
 #pragma once
 
+#include "codegen/x86/blocking.h"
 #include "codegen/x86/gemm.h"
 
 #include <cstdint>
@@ -11,8 +12,7 @@ namespace kiln::x86 {
 struct HostCpu {
   bool avx2_fma = false;
   bool avx512f = false;
-  int64_t l1d_bytes = 32 * 1024;
-  int64_t l2_bytes = 1024 * 1024;
+  CacheSizes caches;
 };
 
 const HostCpu& host_cpu();

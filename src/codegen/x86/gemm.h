@@ -16,6 +16,7 @@ class ThreadPool;
 namespace kiln::x86 {
 
 enum class Isa : uint8_t { avx2, avx512 };
+struct CacheSizes;  // blocking.h
 enum class Activation : uint8_t { none, relu, gelu, gelu_tanh, silu };
 
 // Applied in registers, in this order, before C is stored:
@@ -143,6 +144,9 @@ class GemmPlan {
   // B comes from a PackedB at run time.
   static std::shared_ptr<const GemmPlan> make(const GemmProblem& p, Isa isa, int threads,
                                               bool prepacked_b = false);
+  // As make(), blocked for these caches instead of the host's (tests: other machines' rules).
+  static std::shared_ptr<const GemmPlan> make(const GemmProblem& p, Isa isa, int threads,
+                                              bool prepacked_b, const CacheSizes& caches);
   // p must have the shape, strides and epilogue kind (which pointers are set) of make()'s problem.
   void run(const GemmProblem& p, ThreadPool& pool, const PackedB* packed = nullptr) const;
   // As run(); pool == nullptr runs on the calling thread only (e.g. inside a parallel batch).

@@ -1,13 +1,14 @@
 // The GEMM driver: picks a path for a problem and runs it over the thread pool.
 //   direct: M*N*K <= 64^3: one fully specialized unpacked kernel, single thread.
 //   skinny: M <= 8 with unit-stride B columns (GEMV-like): direct kernels over N chunks in
-//   parallel. packed: BLIS blocking (KC <= 512, MC from L2, NC from L2 or the task's columns). One
-//   task per
+//   parallel.
+//   packed: BLIS blocking (blocking.h: KC, MC and NC from the L2 size). One task per
 //           thread owns a block of C (threads split M when each gets >= 16 row tiles, else N) and
 //           packs privately, with no barriers: B per KC x NC block read row by row into [kc][NR]
 //           panels (or taken from a PackedB), A per MC x KC block; then the microkernel over
 //           (B panel, A micro-panel) pairs, the B panel staying in L1/L2 across the A panels.
 // A GemmPlan resolves the path, blocking and every kernel once; run() only does pointer math.
+#include "codegen/x86/blocking.h"
 #include "codegen/x86/cpu_info.h"
 #include "codegen/x86/gemm.h"
 #include "codegen/x86/generators.h"
@@ -99,10 +100,7 @@ struct GemmPlan::Impl {
   // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
   // [tj * npanels / tn, ...), and packs privately what it needs (no barriers): B per (KC x NC)
   // block, panel by panel just before its first use; A per (MC x KC) block.
-  int64_t MR = 0, NR = 0, KC = 0, MC = 0, NCP = 0, npc = 0, mtiles = 0, npanels = 0, tm = 1, tn = 1;
-  // One MC block per task: A is packed once per K block and reused by every column block (the
-  // loops run K block -> column block), instead of once per (column block, K block).
-  bool a_once = false;
+  PackedBlocking blk;
   const Kernel* kern[2][2][2][2] = {};  // [accumulate][last][m edge][n edge]
 
   const Kernel* use(const KernelDesc& d) {
@@ -140,9 +138,6 @@ std::vector<KernelInfo> GemmPlan::kernels() const {
 
 namespace {
 
-int64_t packed_mr(Isa isa) { return isa == Isa::avx512 ? 14 : 6; }
-int64_t packed_nr(Isa isa) { return isa == Isa::avx512 ? 32 : 16; }
-
 void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
   if (pool && n > 1)
     pool->parallel_for(n, 1, fn);
@@ -154,6 +149,11 @@ void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
 
 std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, int threads,
                                                bool prepacked_b) {
+  return make(p, isa, threads, prepacked_b, host_cpu().caches);
+}
+
+std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, int threads,
+                                               bool prepacked_b, const CacheSizes& caches) {
   KILN_CHECK(p.M >= 0 && p.N >= 0 && p.K >= 0)
       << "negative GEMM dims " << p.M << "x" << p.N << "x" << p.K;
   KILN_CHECK(isa_supported(isa)) << "this CPU cannot run " << isa_name(isa) << " kernels";
@@ -246,87 +246,27 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
 
   // BLIS blocking from the cache sizes.
   s.path = Path::packed;
-  const HostCpu& cpu = host_cpu();
-  s.MR = packed_mr(isa);
-  s.NR = packed_nr(isa);
-  s.mtiles = ceil_div(p.M, s.MR);
-  s.npanels = ceil_div(p.N, s.NR);
-  // Threads split M when every thread gets at least 16 row tiles (B, cheap to pack, is then
-  // packed by each thread for itself), else N (A is then packed by each thread).
-  s.tm = std::clamp<int64_t>(s.mtiles / 16, 1, T);
-  while (T % s.tm) --s.tm;
-  s.tn = std::clamp<int64_t>(T / s.tm, 1, s.npanels);
-  // KC: 512, or 1024 when each task has at least 512 rows and L2 holds a 1024 x NR panel of B in
-  // an eighth of it, an eighth that holds at least 32 rows of A at that KC (long_k), or when B is
-  // prepacked and all of a task's rows at KC 1024 fit in a third of L2 (short_k_1024: one MC
-  // block, A packed once per K block, fewer passes over C).
-  // Panels overflow L1 and their rows stream from L2, which keeps up. Measured: 2048^3 on a Zen 5
-  // (1 MiB L2) at 471 GFLOP/s with KC 1024 (437 with 512); 128x4096x1024 on a Zen 5 at 385-393
-  // with 512 (356-377 with 1024: its 140 x 1024 A block is over half of that L2); on two Xeons
-  // with 2 MiB L2, prepacked Linear+GELU 1-2% faster with 1024 on one, even on the other; with B
-  // packed per call, 1-5% slower with 1024 (paired, 2 threads, five runs at M = 128 and 64: B
-  // read from memory packs slower into a 1024-row block that shares L2 with a 1024-column A).
-  // A Zen 3 (AVX2, 512 KiB L2) ran 2048^3 at 0.74-0.87x of OpenBLAS with KC 1024, whose eighth
-  // of L2 holds only 12 rows (each B panel came from L3 for every two row tiles), and at 1.00x
-  // with KC 512 and 60-72 rows.
-  const int64_t rows_per_task = ceil_div(s.mtiles, s.tm) * s.MR;
-  const bool long_k = rows_per_task >= 512 && cpu.l2_bytes / (8 * s.NR * 4) >= 1024 &&
-                      cpu.l2_bytes / 8 / (1024 * 4) >= 32;
-  const bool short_k_1024 = !long_k && prepacked_b && rows_per_task * 1024 * 4 <= cpu.l2_bytes / 3;
-  const int64_t kc_max = long_k || short_k_1024 ? 1024 : 512;
-  s.npc = std::max<int64_t>(1, ceil_div(p.K, kc_max));
-  s.KC = round_up(ceil_div(p.K, s.npc), 4);
-  // MC: an MC x KC block of A in a quarter of L2 (an eighth with long_k, a third with
-  // short_k_1024 or one_block; the C tile rows and B's panels pass through L2 too), split evenly
-  // over the task's rows.
-  const int64_t rows_task = rows_per_task;
-  int64_t a_share = long_k ? 8 : short_k_1024 ? 3 : 4;
-  // one_block: when the task's rows overflow a quarter of L2 at this KC but fit a third of it at
-  // a KC of at least 256, KC shrinks to fit them: A is packed once per K block and B panel by
-  // panel just before its use, instead of B's whole block passing through L3 once per MC block.
-  // Measured on the Zen 3: 128x4096x1024 (132 rows a task) from 0.83x of OpenBLAS at KC 512 with
-  // three MC blocks to 0.91-0.96x at KC 208-344 with one (paired, 2 threads).
-  if (!long_k && !short_k_1024 && rows_task * s.KC * 4 > cpu.l2_bytes / 4) {
-    const int64_t kc_fit = cpu.l2_bytes / 3 / (rows_task * 4) / 4 * 4;
-    if (kc_fit >= 256) {
-      s.npc = ceil_div(p.K, kc_fit);
-      s.KC = round_up(ceil_div(p.K, s.npc), 4);
-      a_share = 3;
-    }
-  }
-  const int64_t mc_cache =
-      std::max(s.MR, (cpu.l2_bytes / a_share) / std::max<int64_t>(1, s.KC * 4) / s.MR * s.MR);
-  const int64_t mblocks = ceil_div(rows_task, mc_cache);
-  s.MC = round_up(ceil_div(rows_task, mblocks), s.MR);
-  // NC: with several MC blocks, the task's columns (at most 4096; the packed KC x NC block of B is
-  // reused by every MC block); with one, a KC x NC block in half of L2.
-  const int64_t panels_task = ceil_div(s.npanels, s.tn);
-  const int64_t ncp_max =
-      mblocks > 1
-          ? std::max<int64_t>(1, 4096 / s.NR)
-          : std::max<int64_t>(1, (cpu.l2_bytes / 2) / std::max<int64_t>(1, s.KC * s.NR * 4));
-  s.NCP = ceil_div(panels_task, ceil_div(panels_task, ncp_max));
-  s.a_once = mblocks == 1;
-
-  const int64_t m_edge = p.M % s.MR, n_edge = p.N % s.NR;
+  s.blk = packed_blocking(p.M, p.N, p.K, isa, threads, prepacked_b, caches);
+  const PackedBlocking& b = s.blk;
+  const int64_t m_edge = p.M % b.MR, n_edge = p.N % b.NR;
   for (int acc = 0; acc < 2; ++acc) {
     for (int last = 0; last < 2; ++last) {
       // One K block: (first, last). Two: (first), (acc, last). More: also (acc, not last).
       const bool needed =
-          s.npc == 1 ? (!acc && last) : !(!acc && last) && (s.npc > 2 || acc == last);
+          b.npc == 1 ? (!acc && last) : !(!acc && last) && (b.npc > 2 || acc == last);
       if (!needed) continue;
       for (int me = 0; me < 2; ++me) {
         if (me && !m_edge) continue;
-        if (!me && p.M < s.MR) continue;
+        if (!me && p.M < b.MR) continue;
         for (int ne = 0; ne < 2; ++ne) {
           if (ne && !n_edge) continue;
-          if (!ne && p.N < s.NR) continue;
+          if (!ne && p.N < b.NR) continue;
           KernelDesc d = base;
           d.kind = KernelKind::packed;
-          d.MR = s.MR;
-          d.NR = s.NR;
-          d.rows = me ? m_edge : s.MR;
-          d.cols = ne ? n_edge : s.NR;
+          d.MR = b.MR;
+          d.NR = b.NR;
+          d.rows = me ? m_edge : b.MR;
+          d.cols = ne ? n_edge : b.NR;
           d.accumulate = acc;
           d.last = last;
           if (!last) d.has_bias = d.has_scale = d.act = d.has_residual = 0;
@@ -387,6 +327,8 @@ void GemmPlan::Impl::run_stream(const GemmProblem& p, ThreadPool* pool) const {
 
 void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
                                 const PackedB* packed) const {
+  const int64_t MR = blk.MR, NR = blk.NR, mtiles = blk.mtiles, npanels = blk.npanels, tm = blk.tm,
+                tn = blk.tn, KC = blk.KC, npc = blk.npc, MC = blk.MC, NCP = blk.NCP;
   const float* bpacked = nullptr;
   if (packed) {
     KILN_CHECK(packed->K() == K && packed->N() == N && packed->panel_width() == NR &&
@@ -445,7 +387,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       const int64_t r0 = ti * mtiles / tm * MR, r1 = std::min(M, (ti + 1) * mtiles / tm * MR);
       const int64_t q0 = tj * npanels / tn, q1 = (tj + 1) * npanels / tn;
       if (r0 >= r1) continue;
-      if (a_once) {
+      if (blk.a_once) {
         // K block -> column block: each C tile still sees its K blocks in order.
         for (int64_t pc = 0; pc < npc; ++pc) {
           pack_a(pc, r0, r1 - r0);

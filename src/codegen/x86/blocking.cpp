@@ -1,0 +1,101 @@
+// The packed path's BLIS blocking (see blocking.h).
+#include "codegen/x86/blocking.h"
+
+#include <algorithm>
+
+namespace kiln::x86 {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+}  // namespace
+
+int64_t packed_mr(Isa isa) { return isa == Isa::avx512 ? 14 : 6; }
+int64_t packed_nr(Isa isa) { return isa == Isa::avx512 ? 32 : 16; }
+
+const char* kc_rule_name(KcRule r) {
+  switch (r) {
+    case KcRule::standard:
+      return "standard";
+    case KcRule::long_k:
+      return "long_k";
+    case KcRule::short_k_1024:
+      return "short_k_1024";
+    case KcRule::one_block:
+      return "one_block";
+  }
+  return "?";
+}
+
+PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
+                               bool prepacked_b, const CacheSizes& caches) {
+  PackedBlocking b;
+  const int64_t T = std::max(1, threads);
+  b.MR = packed_mr(isa);
+  b.NR = packed_nr(isa);
+  b.mtiles = ceil_div(M, b.MR);
+  b.npanels = ceil_div(N, b.NR);
+  // Threads split M when every thread gets at least 16 row tiles (B, cheap to pack, is then
+  // packed by each thread for itself), else N (A is then packed by each thread).
+  b.tm = std::clamp<int64_t>(b.mtiles / 16, 1, T);
+  while (T % b.tm) --b.tm;
+  b.tn = std::clamp<int64_t>(T / b.tm, 1, b.npanels);
+  // KC: 512, or 1024 when each task has at least 512 rows and L2 holds a 1024 x NR panel of B in
+  // an eighth of it, an eighth that holds at least 32 rows of A at that KC (long_k), or when B is
+  // prepacked and all of a task's rows at KC 1024 fit in a third of L2 (short_k_1024: one MC
+  // block, A packed once per K block, fewer passes over C).
+  // Panels overflow L1 and their rows stream from L2, which keeps up. Measured: 2048^3 on a Zen 5
+  // (1 MiB L2) at 471 GFLOP/s with KC 1024 (437 with 512); 128x4096x1024 on a Zen 5 at 385-393
+  // with 512 (356-377 with 1024: its 140 x 1024 A block is over half of that L2); on two Xeons
+  // with 2 MiB L2, prepacked Linear+GELU 1-2% faster with 1024 on one, even on the other; with B
+  // packed per call, 1-5% slower with 1024 (paired, 2 threads, five runs at M = 128 and 64: B
+  // read from memory packs slower into a 1024-row block that shares L2 with a 1024-column A).
+  // A Zen 3 (AVX2, 512 KiB L2) ran 2048^3 at 0.74-0.87x of OpenBLAS with KC 1024, whose eighth
+  // of L2 holds only 12 rows (each B panel came from L3 for every two row tiles), and at 1.00x
+  // with KC 512 and 60-72 rows.
+  const int64_t rows_per_task = ceil_div(b.mtiles, b.tm) * b.MR;
+  const bool long_k = rows_per_task >= 512 && caches.l2_bytes / (8 * b.NR * 4) >= 1024 &&
+                      caches.l2_bytes / 8 / (1024 * 4) >= 32;
+  const bool short_k_1024 =
+      !long_k && prepacked_b && rows_per_task * 1024 * 4 <= caches.l2_bytes / 3;
+  const int64_t kc_max = long_k || short_k_1024 ? 1024 : 512;
+  b.npc = std::max<int64_t>(1, ceil_div(K, kc_max));
+  b.KC = round_up(ceil_div(K, b.npc), 4);
+  b.kc_rule = long_k ? KcRule::long_k : short_k_1024 ? KcRule::short_k_1024 : KcRule::standard;
+  // MC: an MC x KC block of A in a quarter of L2 (an eighth with long_k, a third with
+  // short_k_1024 or one_block; the C tile rows and B's panels pass through L2 too), split evenly
+  // over the task's rows.
+  int64_t a_share = long_k ? 8 : short_k_1024 ? 3 : 4;
+  // one_block: when the task's rows overflow a quarter of L2 at this KC but fit a third of it at
+  // a KC of at least 256, KC shrinks to fit them if need be: A is packed once per K block and B
+  // panel by panel just before its use, instead of B's whole block passing through L3 once per MC
+  // block. Measured on the Zen 3: 128x4096x1024 (132 rows a task) from 0.83x of OpenBLAS at KC 512
+  // with three MC blocks to 0.91-0.96x at KC 208-344 with one (paired, 2 threads).
+  if (!long_k && !short_k_1024 && rows_per_task * b.KC * 4 > caches.l2_bytes / 4) {
+    const int64_t kc_fit = std::min(b.KC, caches.l2_bytes / 3 / (rows_per_task * 4) / 4 * 4);
+    if (kc_fit >= 256) {
+      b.npc = ceil_div(K, kc_fit);
+      b.KC = round_up(ceil_div(K, b.npc), 4);
+      a_share = 3;
+      b.kc_rule = KcRule::one_block;
+    }
+  }
+  const int64_t mc_cache =
+      std::max(b.MR, (caches.l2_bytes / a_share) / std::max<int64_t>(1, b.KC * 4) / b.MR * b.MR);
+  const int64_t mblocks = ceil_div(rows_per_task, mc_cache);
+  b.MC = round_up(ceil_div(rows_per_task, mblocks), b.MR);
+  // NC: with several MC blocks, the task's columns (at most 4096; the packed KC x NC block of B is
+  // reused by every MC block); with one, a KC x NC block in half of L2.
+  const int64_t panels_task = ceil_div(b.npanels, b.tn);
+  const int64_t ncp_max =
+      mblocks > 1
+          ? std::max<int64_t>(1, 4096 / b.NR)
+          : std::max<int64_t>(1, (caches.l2_bytes / 2) / std::max<int64_t>(1, b.KC * b.NR * 4));
+  b.NCP = ceil_div(panels_task, ceil_div(panels_task, ncp_max));
+  b.a_once = mblocks == 1;
+  return b;
+}
+
+}  // namespace kiln::x86

@@ -1,0 +1,41 @@
+// The packed path's BLIS blocking, a pure function of the problem's size, the ISA, the thread
+// count and the data cache sizes: the driver passes the host's caches, tests pass those of other
+// machines so that every rule is exercised (and checked against the reference) on any host.
+#pragma once
+
+#include "codegen/x86/gemm.h"
+
+#include <cstdint>
+
+namespace kiln::x86 {
+
+struct CacheSizes {
+  int64_t l1d_bytes = 32 * 1024;
+  int64_t l2_bytes = 1024 * 1024;  // per core
+};
+
+// Which rule set KC (see packed_blocking's comments for what each was measured against).
+enum class KcRule : uint8_t { standard, long_k, short_k_1024, one_block };
+const char* kc_rule_name(KcRule r);
+
+struct PackedBlocking {
+  int64_t MR = 0, NR = 0;           // microkernel tile
+  int64_t mtiles = 0, npanels = 0;  // MR row tiles and NR column panels of C
+  int64_t tm = 1, tn = 1;           // tasks: tm over rows x tn over columns
+  int64_t KC = 0, npc = 0;          // K block and their count
+  int64_t MC = 0;                   // rows of A packed at once (a multiple of MR)
+  int64_t NCP = 0;                  // NR panels of B packed at once
+  // One MC block per task: A is packed once per K block and reused by every column block (the
+  // loops run K block -> column block), instead of once per (column block, K block).
+  bool a_once = false;
+  KcRule kc_rule = KcRule::standard;
+};
+
+int64_t packed_mr(Isa isa);
+int64_t packed_nr(Isa isa);
+
+// M, N >= 1; threads >= 1.
+PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
+                               bool prepacked_b, const CacheSizes& caches);
+
+}  // namespace kiln::x86

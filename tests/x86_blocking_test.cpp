@@ -1,0 +1,166 @@
+// The packed path's blocking rules (blocking.h) for the caches of the machines they were measured
+// on, whatever this host is, and GEMMs blocked for those caches checked against the reference:
+// every KC rule runs here even where the host's own caches would never pick it.
+#include "x86_gemm_testing.h"
+
+#include <catch2/catch.hpp>
+
+#include "codegen/x86/blocking.h"
+#include "codegen/x86/gemm.h"
+#include "jit/thread_pool.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace kiln::x86;
+using namespace kiln::x86::testing;
+
+namespace {
+
+struct Machine {
+  const char* name;
+  CacheSizes caches;
+};
+
+// L1d and L2 per core of the machines the rules were measured on.
+const Machine kZen3{"zen3", {32 << 10, 512 << 10}};
+const Machine kZen5{"zen5", {48 << 10, 1 << 20}};
+const Machine kXeon{"xeon", {48 << 10, 2 << 20}};
+const Machine kMachines[] = {kZen3, kZen5, kXeon};
+
+int64_t rows_per_task(const PackedBlocking& b) { return (b.mtiles + b.tm - 1) / b.tm * b.MR; }
+
+}  // namespace
+
+TEST_CASE("x86 blocking: the KC rules pick what was measured best on each machine",
+          "[x86][blocking]") {
+  // 2048^3 on 2 threads: KC 1024 where an eighth of L2 holds 32 rows of A at that KC, else 512
+  // with MC from a quarter of L2 (a Zen 3's eighth holds 12 rows).
+  const PackedBlocking zen3 = packed_blocking(2048, 2048, 2048, Isa::avx2, 2, false, kZen3.caches);
+  CHECK(zen3.kc_rule == KcRule::standard);
+  CHECK(zen3.KC == 512);
+  CHECK(zen3.MC >= 48);
+  CHECK(zen3.MC * zen3.KC * 4 <= kZen3.caches.l2_bytes / 4);
+  CHECK_FALSE(zen3.a_once);
+  for (const Machine& m : {kZen5, kXeon}) {
+    INFO(m.name);
+    const PackedBlocking b = packed_blocking(2048, 2048, 2048, Isa::avx512, 2, false, m.caches);
+    CHECK(b.kc_rule == KcRule::long_k);
+    CHECK(b.KC == 1024);
+    CHECK(b.MC * b.KC * 4 <= m.caches.l2_bytes / 8);
+  }
+  // 128x4096x1024 on 2 threads (split over N): the 132 rows of a task do not fit a quarter of a
+  // Zen 3's L2 at KC 512, and fit a third of it at KC 256: one MC block.
+  const PackedBlocking lin = packed_blocking(128, 4096, 1024, Isa::avx2, 2, false, kZen3.caches);
+  CHECK(lin.tm == 1);
+  CHECK(lin.tn == 2);
+  CHECK(lin.kc_rule == KcRule::one_block);
+  CHECK(lin.a_once);
+  CHECK(lin.KC >= 256);
+  CHECK(lin.KC < 512);
+  CHECK(rows_per_task(lin) * lin.KC * 4 <= kZen3.caches.l2_bytes / 3);
+  // On a Xeon's 2 MiB the same rows fit a quarter at KC 512: nothing to shrink; with B prepacked
+  // they fit a third at KC 1024.
+  const PackedBlocking xeon = packed_blocking(128, 4096, 1024, Isa::avx512, 2, false, kXeon.caches);
+  CHECK(xeon.kc_rule == KcRule::standard);
+  CHECK(xeon.KC == 512);
+  CHECK(xeon.a_once);
+  const PackedBlocking pre = packed_blocking(128, 4096, 1024, Isa::avx512, 2, true, kXeon.caches);
+  CHECK(pre.kc_rule == KcRule::short_k_1024);
+  CHECK(pre.KC == 1024);
+  // Too many rows to fit a third of L2 at KC 256: KC stays, several MC blocks.
+  const PackedBlocking tall = packed_blocking(800, 64, 1024, Isa::avx2, 1, false, kZen3.caches);
+  CHECK(tall.kc_rule == KcRule::standard);
+  CHECK(tall.KC == 512);
+  CHECK_FALSE(tall.a_once);
+}
+
+TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cache shares",
+          "[x86][blocking]") {
+  const int64_t dims[] = {1, 5, 6, 7, 16, 33, 128, 131, 300, 513, 1000, 1030, 2049, 5000};
+  for (const Machine& m : kMachines) {
+    for (Isa isa : {Isa::avx2, Isa::avx512}) {
+      for (int threads : {1, 2, 3, 8}) {
+        for (int64_t M : dims) {
+          for (int64_t N : {int64_t(1), int64_t(17), int64_t(300), int64_t(4096)}) {
+            for (int64_t K : dims) {
+              for (bool prepacked : {false, true}) {
+                const PackedBlocking b =
+                    packed_blocking(M, N, K, isa, threads, prepacked, m.caches);
+                INFO(m.name << " " << isa_name(isa) << " " << M << "x" << N << "x" << K
+                            << " threads " << threads << " prepacked " << prepacked << " rule "
+                            << kc_rule_name(b.kc_rule) << " KC " << b.KC << " MC " << b.MC);
+                REQUIRE(b.tm >= 1);
+                REQUIRE(b.tn >= 1);
+                REQUIRE(b.tm * b.tn <= threads);
+                REQUIRE(b.tn <= b.npanels);
+                REQUIRE(b.KC % 4 == 0);
+                REQUIRE(b.npc >= 1);
+                REQUIRE(b.npc * b.KC >= K);
+                REQUIRE((b.npc - 1) * b.KC < std::max<int64_t>(K, 1));  // no empty K block
+                REQUIRE(
+                    b.KC <=
+                    (b.kc_rule == KcRule::standard || b.kc_rule == KcRule::one_block ? 512 : 1024));
+                REQUIRE(b.MC >= b.MR);
+                REQUIRE(b.MC % b.MR == 0);
+                REQUIRE(b.NCP >= 1);
+                REQUIRE(b.a_once == (b.MC >= rows_per_task(b)));
+                // A's block in its share of L2 unless it is a single row tile.
+                const int64_t share = b.kc_rule == KcRule::long_k     ? 8
+                                      : b.kc_rule == KcRule::standard ? 4
+                                                                      : 3;
+                if (b.MC > b.MR) REQUIRE(b.MC * b.KC * 4 <= m.caches.l2_bytes / share);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the reference",
+          "[x86][blocking][gemm]") {
+  // Shapes that reach every KC rule on one of the machines: several MC blocks with threads split
+  // over M; one MC block at a shrunk KC (Zen 3); KC 1024 over three K blocks (Zen 5, Xeon); with
+  // B prepacked, KC 1024 for few rows (Xeon).
+  const std::vector<Shape> shapes = {{700, 200, 1100}, {128, 1100, 1030}, {600, 40, 2100}};
+  kiln::ThreadPool pool1(1), pool2(2);
+  std::set<KcRule> rules_seen;
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const Machine& m : kMachines) {
+      for (const Shape& s : shapes) {
+        kiln::ThreadPool& pool = s.N <= 64 ? pool1 : pool2;
+        const bool prepacked = variant % 3 == 1;
+        const bool epi = variant % 2 == 0;
+        const EpiKind e{epi ? Activation::silu : Activation::none, epi, false, epi};
+        const Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
+        Case c(s, Layout::row_major, lb, e, uint32_t(9100 + variant));
+        const GemmProblem p = c.problem();
+        const int threads = pool.num_threads();
+        const PackedBlocking b = packed_blocking(s.M, s.N, s.K, isa, threads, prepacked, m.caches);
+        rules_seen.insert(b.kc_rule);
+        INFO(isa_name(isa) << " " << m.name << " " << s.M << "x" << s.N << "x" << s.K << " threads "
+                           << threads << " prepacked " << prepacked << " rule "
+                           << kc_rule_name(b.kc_rule) << " KC " << b.KC << " MC " << b.MC);
+        auto plan = GemmPlan::make(p, isa, threads, prepacked, m.caches);
+        if (prepacked) {
+          auto packed = pack_b(c.b_ref(), s.K, s.N, isa);
+          plan->run(p, pool, packed.get());
+        } else {
+          plan->run(p, pool);
+        }
+        CHECK(c.max_violation() <= 1.0);
+        ++variant;
+      }
+    }
+  }
+  if (!supported_isas().empty()) {
+    CHECK(rules_seen.count(KcRule::standard));
+    CHECK(rules_seen.count(KcRule::long_k));
+    CHECK(rules_seen.count(KcRule::one_block));
+    CHECK(rules_seen.count(KcRule::short_k_1024));  // variant 7: Xeon, 128x1100x1030, prepacked
+  }
+}
