@@ -6,8 +6,10 @@
 #include "jit/thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <vector>
 
@@ -43,10 +45,20 @@ struct EpiKind {
   bool bias = false, scale = false, residual = false;
 };
 
+// The ISAs this CPU runs; says once per process which it cannot (their kernels are then only
+// generated and listed, not run).
 inline std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::avx512, Isa::avx2})
-    if (isa_supported(isa)) out.push_back(isa);
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    if (isa_supported(isa)) {
+      out.push_back(isa);
+      continue;
+    }
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      std::fprintf(stderr, "note: %s kernels are not run here: this CPU lacks %s\n", isa_name(isa),
+                   isa == Isa::avx512 ? "AVX-512F" : "AVX2 and FMA");
+  }
   return out;
 }
 
