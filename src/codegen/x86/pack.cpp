@@ -79,11 +79,24 @@ __attribute__((target("avx512f"))) void pack_b_rows32(const float* base, int64_t
   }
 }
 
+// Rows [k0, k1) of a full 16-column panel of a row-major B (AVX2's NR = 16): two ymm per row
+// instead of a memcpy call per 64-byte row (Zen 3, 128x4096x1024, paired against OpenBLAS:
+// 0.94-0.97x before, 0.95-1.02x after; small against the noise).
+__attribute__((target("avx"))) void pack_b_rows16(const float* base, int64_t rs, int64_t k0,
+                                                  int64_t k1, float* dst) {
+  for (int64_t k = k0; k < k1; ++k) {
+    const float* s = base + k * rs;
+    _mm256_storeu_ps(dst + k * 16, _mm256_loadu_ps(s));
+    _mm256_storeu_ps(dst + k * 16 + 8, _mm256_loadu_ps(s + 8));
+  }
+}
+
 // Rows [k0, k1) of a panel of a B with unit column stride: columns [j0, j0 + nr), zero past nr.
 void pack_b_rows(const MatrixRef& b, int64_t k0, int64_t k1, int64_t j0, int64_t nr, int64_t NR,
                  float* dst) {
   const float* base = b.data + j0;
   if (nr == 32 && NR == 32) return pack_b_rows32(base, b.row_stride, k0, k1, dst);
+  if (nr == 16 && NR == 16) return pack_b_rows16(base, b.row_stride, k0, k1, dst);
   for (int64_t k = k0; k < k1; ++k) {
     std::memcpy(dst + k * NR, base + k * b.row_stride, size_t(nr) * sizeof(float));
     std::fill(dst + k * NR + nr, dst + (k + 1) * NR, 0.0f);
