@@ -23,10 +23,10 @@ struct Machine {
   CacheSizes caches;
 };
 
-// L1d and L2 per core of the machines the rules were measured on.
-const Machine kZen3{"zen3", {32 << 10, 512 << 10}};
-const Machine kZen5{"zen5", {48 << 10, 1 << 20}};
-const Machine kXeon{"xeon", {48 << 10, 2 << 20}};
+// L2 per core of the machines the rules were measured on.
+const Machine kZen3{"zen3", {512 << 10}};
+const Machine kZen5{"zen5", {1 << 20}};
+const Machine kXeon{"xeon", {2 << 20}};
 const Machine kMachines[] = {kZen3, kZen5, kXeon};
 
 int64_t rows_per_task(const PackedBlocking& b) { return (b.mtiles + b.tm - 1) / b.tm * b.MR; }

@@ -5,13 +5,6 @@
 
 namespace kiln::x86 {
 
-namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
-}  // namespace
-
 int64_t packed_mr(Isa isa) { return isa == Isa::avx512 ? 14 : 6; }
 int64_t packed_nr(Isa isa) { return isa == Isa::avx512 ? 32 : 16; }
 

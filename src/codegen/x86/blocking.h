@@ -9,10 +9,13 @@
 
 namespace kiln::x86 {
 
+// What the blocking reads of the caches (the rules size every block from L2).
 struct CacheSizes {
-  int64_t l1d_bytes = 32 * 1024;
   int64_t l2_bytes = 1024 * 1024;  // per core
 };
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 // Which rule set KC (see packed_blocking's comments for what each was measured against).
 enum class KcRule : uint8_t { standard, long_k, short_k_1024, one_block };

@@ -1,35 +1,16 @@
 // Host feature and cache detection for the x86 backend.
 #include "codegen/x86/cpu_info.h"
 
+#include "jit/device.h"
+
 #include <asmjit/x86.h>
 #include <kiln/options.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 namespace kiln::x86 {
 
 namespace {
-
-// Reads e.g. "48K" from /sys/devices/system/cpu/cpu0/cache/index<i>/size for the given level/type.
-int64_t sysfs_cache_bytes(int level, const char* type) {
-  for (int i = 0; i < 8; ++i) {
-    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream lf(dir + "level"), tf(dir + "type"), sf(dir + "size");
-    int l = 0;
-    std::string t, s;
-    if (!(lf >> l) || !(tf >> t) || !(sf >> s)) continue;
-    if (l != level || (t != type && t != "Unified")) continue;
-    char* end = nullptr;
-    int64_t v = std::strtoll(s.c_str(), &end, 10);
-    if (end && (*end == 'K' || *end == 'k')) v *= 1024;
-    if (end && (*end == 'M' || *end == 'm')) v *= 1024 * 1024;
-    if (v > 0) return v;
-  }
-  return 0;
-}
 
 HostCpu detect() {
   HostCpu h;
@@ -37,13 +18,8 @@ HostCpu detect() {
   using F = asmjit::CpuFeatures::X86;
   h.avx2_fma = cpu.hasFeature(F::kAVX2) && cpu.hasFeature(F::kFMA);
   h.avx512f = h.avx2_fma && cpu.hasFeature(F::kAVX512_F);
-  long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  CacheSizes& c = h.caches;
-  c.l1d_bytes = l1 > 0 ? l1 : sysfs_cache_bytes(1, "Data");
-  c.l2_bytes = l2 > 0 ? l2 : sysfs_cache_bytes(2, "Unified");
-  if (c.l1d_bytes <= 0) c.l1d_bytes = CacheSizes{}.l1d_bytes;
-  if (c.l2_bytes <= 0) c.l2_bytes = CacheSizes{}.l2_bytes;
+  // The L2 size the JIT's device info reads (it is also in the disk cache's device fingerprint).
+  if (kiln::cpu_info().l2_bytes > 0) h.caches.l2_bytes = kiln::cpu_info().l2_bytes;
   return h;
 }
 

@@ -41,9 +41,6 @@ enum CallCount : size_t { kEmpty, kDirect, kSkinny, kStream, kPacked, kCallCount
 constinit ThreadCounters<kCallCountFields> g_call_counts;
 constexpr int64_t kFloatsPerLine = 16;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
 enum class Path : uint8_t { empty, direct, skinny, stream, packed };
 
 // Stream (GEMV) chunks: at most this many columns (C's chunk stays in L1), at least kStreamMin
