@@ -116,11 +116,6 @@ class Team {
   const std::function<void(int, int)>* fn_ = nullptr;
 };
 
-__attribute__((noinline, optimize("O3", "tree-vectorize"))) void triad_range(
-    float* __restrict a, const float* __restrict b, const float* __restrict c, float s, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
-}
-
 // ---------------------------------------------------------------------------------------------
 // Buffers (kiln-allocated, 64-byte aligned) shared by the benchmarks.
 
@@ -163,7 +158,7 @@ void run_triad() {
     per = (per + 15) / 16 * 16;
     int64_t begin = std::min<int64_t>(kChainN, t * per),
             end = std::min<int64_t>(kChainN, begin + per);
-    triad_range(a + begin, b + begin, c + begin, 3.0f, end - begin);
+    kiln::bench::triad_f32(a + begin, b + begin, c + begin, 3.0f, end - begin);
   });
 }
 

@@ -132,12 +132,15 @@ x86::GemmProblem problem(const Shape& s, Operands& o) {
 bench::PairedTimes measure(const Shape& s, Operands& o, const std::vector<bench::Contender>& cs,
                            bool bias_gelu, const Options& opt) {
   for (const auto& c : cs) {
+    if (c.name == "triad") continue;  // computes no C
     std::fill(o.c.begin(), o.c.end(), -7.0f);
     c.run();
     g_all_checks_pass &= check(c.name.c_str(), s, o, o.c.data(), bias_gelu);
   }
   return bench::run_paired(cs, opt.rounds, opt.burst_s);
 }
+
+bench::Contender triad_contender(const Shape& s);
 
 std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
   const int kiln_threads = s.small ? 1 : kThreads;
@@ -183,7 +186,31 @@ std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
     else
       std::printf("LIBXSMM has no kernel for %s\n", s.name.c_str());
   }
+  if (s.M == 1) cs.push_back(triad_contender(s));
   return cs;
+}
+
+// For the GEMV shape: a float32 STREAM triad moving the same number of bytes as the GEMV's
+// matrix, on the same pool, timed in the same rounds, so that "kiln / STREAM triad" compares
+// bandwidths measured within a fraction of a second of each other (the one-off triad of the
+// limits line moved from 16 to 27 GB/s between two runs on a shared Zen 3).
+std::vector<std::unique_ptr<std::vector<float>>> g_triad_arrays;
+
+double triad_bytes(const Shape& s) { return 3.0 * 4.0 * double(s.K * s.N / 3); }
+
+bench::Contender triad_contender(const Shape& s) {
+  const int64_t n = s.K * s.N / 3;
+  float* abc[3];
+  for (int i = 0; i < 3; ++i) {
+    g_triad_arrays.push_back(std::make_unique<std::vector<float>>(size_t(n), float(i)));
+    abc[i] = g_triad_arrays.back()->data();
+  }
+  const int64_t grain = ((n + kThreads - 1) / kThreads + 15) / 16 * 16;
+  return {"triad", [n, grain, a = abc[0], b = abc[1], c = abc[2]] {
+            pool_n().parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+              bench::triad_f32(a + begin, b + begin, c + begin, 3.0f, end - begin);
+            });
+          }};
 }
 
 // Linear + bias + GELU (erf): kiln's fused kernel with the weight packed once, against oneDNN
@@ -238,6 +265,8 @@ std::string fmt_ratio(const bench::Spread& r) {
   std::snprintf(buf, sizeof(buf), "%.2fx (%.2f-%.2f)", r.median, r.low, r.high);
   return buf;
 }
+
+bench::Spread scaled(bench::Spread r, double by) { return {r.median * by, r.low * by, r.high * by}; }
 
 double gflops(const Shape& s, const bench::PairedTimes& t, const std::string& who) {
   const double sec = bench::seconds_of(t, who).median;
@@ -339,9 +368,11 @@ int main(int argc, char** argv) {
     const bench::PairedTimes t = measure(s, o, gemm_contenders(s, o), false, opt);
     for (const std::string& name : t.names) {
       const bench::Spread sec = bench::seconds_of(t, name);
-      std::printf("%-16s %-16s %12.2f us (quartiles %.2f-%.2f) %8.1f GFLOP/s\n", s.name.c_str(),
+      const bool triad = name == "triad";
+      std::printf("%-16s %-16s %12.2f us (quartiles %.2f-%.2f) %8.1f %s\n", s.name.c_str(),
                   name.c_str(), sec.median * 1e6, sec.low * 1e6, sec.high * 1e6,
-                  gflops(s, t, name));
+                  triad ? triad_bytes(s) / sec.median * 1e-9 : gflops(s, t, name),
+                  triad ? "GB/s" : "GFLOP/s");
     }
     const double k = gflops(s, t, "kiln"), d = gflops(s, t, "onednn"), b = gflops(s, t, "openblas"),
                  x = gflops(s, t, "libxsmm");
@@ -359,10 +390,16 @@ int main(int argc, char** argv) {
       const double bytes = 4.0 * double(s.K * s.N + s.K + s.N);
       auto gbs = [&](const char* who) { return bytes / bench::seconds_of(t, who).median * 1e-9; };
       std::snprintf(row, sizeof row,
-                    "GEMV %s: kiln %s GB/s, oneDNN %s GB/s, OpenBLAS %s GB/s; kiln / STREAM "
-                    "triad = %s\n",
+                    "GEMV %s: kiln %s GB/s, oneDNN %s GB/s, OpenBLAS %s GB/s, STREAM triad "
+                    "(f32, same rounds) %s GB/s; kiln / triad = %s; kiln / limits-line triad = "
+                    "%s\n",
                     s.name.c_str(), fmt(gbs("kiln")).c_str(), fmt(gbs("onednn")).c_str(),
-                    fmt(gbs("openblas")).c_str(), fmt(gbs("kiln") / stream_n, "%.2f").c_str());
+                    fmt(gbs("openblas")).c_str(),
+                    fmt(triad_bytes(s) / bench::seconds_of(t, "triad").median * 1e-9).c_str(),
+                    fmt_ratio(scaled(bench::paired_speedup(t, "kiln", {"triad"}),
+                                     bytes / triad_bytes(s)))
+                        .c_str(),
+                    fmt(gbs("kiln") / stream_n, "%.2f").c_str());
       notes += row;
     }
     if (s.small) {

@@ -27,6 +27,11 @@ double fma_peak_gflops(int threads, double seconds = 0.2);
 // slice; bytes counted as 24 per element (STREAM's convention). Best of a few passes.
 double stream_triad_gbs(int threads, size_t elements_per_array = size_t(1) << 23);
 
+// One slice of a float32 STREAM triad, a[i] = b[i] + s * c[i], vectorized and kept out of line
+// so every caller times the same loop: the paired triad contenders of gemm_bench and
+// fusion_bench, which run it on their own thread teams.
+void triad_f32(float* a, const float* b, const float* c, float s, std::ptrdiff_t n);
+
 // "model name" and the ISA flags that matter here, for the header line.
 std::string machine_line();
 
