@@ -11,7 +11,8 @@
 namespace kiln::x86 {
 
 // Rows [i0, i0 + mc) and columns [k0, k0 + kc) of A; panel p starts at dst + p * MR * kc.
-// The last panel holds mc % MR rows (the edge kernel reads no more).
+// The last panel holds mc % MR rows (the edge kernel reads no more). MR 14 (and NR 32 below) are
+// the AVX-512 kernel's and take AVX-512 paths, MR 6 (NR 16) AVX2's: only for a CPU that has them.
 void pack_a_block(const MatrixRef& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t MR,
                   float* dst);
 // Columns [j0, j0 + nr) of B over all K rows, into dst[K][NR]; columns nr..NR-1 are zero.
