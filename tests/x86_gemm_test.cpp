@@ -222,7 +222,10 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     CHECK(std::string(path_of({16, 16, 16})) == "direct");
     CHECK(std::string(path_of({23, 57, 91})) == "direct");
     CHECK(std::string(path_of({1, 2048, 512})) == "stream");
-    CHECK(std::string(path_of({4, 2048, 512})) == "skinny");
+    CHECK(std::string(path_of({4, 1000, 512})) == "skinny");
+    // B's rows a page or more apart: packed (gemm_driver.cpp, kSkinnyMaxRowBytes).
+    CHECK(std::string(path_of({4, 1024, 512})) == "packed");
+    CHECK(std::string(path_of({8, 4096, 1024})) == "packed");
     CHECK(std::string(path_of({256, 256, 256})) == "packed");
   }
 }
