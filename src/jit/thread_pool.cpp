@@ -3,8 +3,30 @@
 #include <kiln/options.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace kiln {
+
+namespace {
+
+// How long a thread polls before it sleeps: a few wake-up latencies, short enough that an idle
+// pool costs no more than that much CPU after each job.
+constexpr std::chrono::microseconds kSpin{50};
+
+}  // namespace
+
+bool ThreadPool::spin_until(const std::function<bool()>& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
 
 ThreadPool::ThreadPool(int num_threads) { start_workers(std::max(1, num_threads)); }
 
@@ -18,6 +40,7 @@ ThreadPool& ThreadPool::global() {
 void ThreadPool::start_workers(int n) {
   num_threads_ = n;
   stop_ = false;
+  stop_seen_.store(false);
   for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -25,6 +48,7 @@ void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    stop_seen_.store(true);
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -57,6 +81,7 @@ void ThreadPool::worker_loop() {
     const RangeFn* fn = nullptr;
     int64_t n = 0, chunk = 0;
     {
+      spin_until([&] { return stop_seen_.load() || generation_seen_.load() != seen; });
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
@@ -65,12 +90,12 @@ void ThreadPool::worker_loop() {
       fn = fn_;
       n = n_;
       chunk = chunk_;
-      ++busy_workers_;
+      busy_seen_.store(++busy_workers_);
     }
     run_chunks(fn, n, chunk);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      --busy_workers_;
+      busy_seen_.store(--busy_workers_);
     }
     done_cv_.notify_all();
   }
@@ -99,11 +124,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     chunk_ = (n + chunks - 1) / chunks;
     next_.store(0);
     error_ = nullptr;
-    ++generation_;
+    generation_seen_.store(++generation_);
   }
   work_cv_.notify_all();
   run_chunks(&fn, n, chunk_);
   std::exception_ptr err;
+  spin_until([&] { return busy_seen_.load() == 0; });
   {
     std::unique_lock<std::mutex> lock(mu_);
     // Every worker that took this job's parameters is counted in busy_workers_.

@@ -1,6 +1,9 @@
 // kiln's intra-op thread pool (KILN_NUM_THREADS). One parallel job runs at a time: a caller that
 // finds the pool busy runs its loop on its own thread, so many caller threads never oversubscribe
 // the cores. The calling thread always takes part in its own job.
+// Workers, and a caller waiting for its workers, poll for a short while (kSpin) before they sleep
+// on a condition variable: waking a sleeping thread took about 20 us on a virtualized Zen 3, as
+// long as a whole 128^3 GEMM's share, and jobs of a serving loop follow each other closely.
 #pragma once
 
 #include <atomic>
@@ -41,6 +44,9 @@ class ThreadPool {
   void worker_loop();
   void run_chunks(const RangeFn* fn, int64_t n, int64_t chunk);
 
+  // Polls `ready` for up to kSpin (pausing between reads); whether it became true.
+  static bool spin_until(const std::function<bool()>& ready);
+
   int num_threads_ = 1;
   std::mutex job_mu_;  // held by the caller whose job is running
   std::mutex mu_;
@@ -50,6 +56,10 @@ class ThreadPool {
   bool stop_ = false;
   uint64_t generation_ = 0;
   int busy_workers_ = 0;
+  // Copies of generation_, busy_workers_ and stop_ (written under mu_), for polling without it.
+  std::atomic<uint64_t> generation_seen_{0};
+  std::atomic<int> busy_seen_{0};
+  std::atomic<bool> stop_seen_{false};
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 0;
