@@ -205,7 +205,8 @@ bench::Contender triad_contender(const Shape& s) {
     g_triad_arrays.push_back(std::make_unique<std::vector<float>>(size_t(n), float(i)));
     abc[i] = g_triad_arrays.back()->data();
   }
-  const int64_t grain = ((n + kThreads - 1) / kThreads + 15) / 16 * 16;
+  // One range per thread: parallel_for makes n / grain chunks (ceil here would make one).
+  const int64_t grain = std::max<int64_t>(16, n / kThreads / 16 * 16);
   return {"triad", [n, grain, a = abc[0], b = abc[1], c = abc[2]] {
             pool_n().parallel_for(n, grain, [&](int64_t begin, int64_t end) {
               bench::triad_f32(a + begin, b + begin, c + begin, 3.0f, end - begin);
