@@ -74,6 +74,15 @@ TEST_CASE("x86 blocking: the KC rules pick what was measured best on each machin
   CHECK(tall.kc_rule == KcRule::standard);
   CHECK(tall.KC == 512);
   CHECK_FALSE(tall.a_once);
+  // A few rows and B packed per call: on a Zen 3 KC shrinks to 128, so that the packed block of
+  // half of L2 spans 512 columns; not with 2 MiB of L2, nor with B prepacked.
+  const PackedBlocking few = packed_blocking(8, 4096, 1024, Isa::avx2, 1, false, kZen3.caches);
+  CHECK(few.kc_rule == KcRule::few_rows);
+  CHECK(few.KC == 128);
+  CHECK(few.NCP * few.NR == 512);
+  CHECK(packed_blocking(8, 4096, 1024, Isa::avx512, 1, false, kXeon.caches).KC == 512);
+  CHECK(packed_blocking(8, 4096, 1024, Isa::avx2, 1, true, kZen3.caches).kc_rule !=
+        KcRule::few_rows);
 }
 
 TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cache shares",
@@ -101,15 +110,18 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
                 REQUIRE((b.npc - 1) * b.KC < std::max<int64_t>(K, 1));  // no empty K block
                 REQUIRE(
                     b.KC <=
-                    (b.kc_rule == KcRule::standard || b.kc_rule == KcRule::one_block ? 512 : 1024));
+                    (b.kc_rule == KcRule::long_k || b.kc_rule == KcRule::short_k_1024 ? 1024
+                                                                                       : 512));
+                if (b.kc_rule == KcRule::few_rows) REQUIRE(b.KC >= 64);
                 REQUIRE(b.MC >= b.MR);
                 REQUIRE(b.MC % b.MR == 0);
                 REQUIRE(b.NCP >= 1);
                 REQUIRE(b.a_once == (b.MC >= rows_per_task(b)));
                 // A's block in its share of L2 unless it is a single row tile.
-                const int64_t share = b.kc_rule == KcRule::long_k     ? 8
-                                      : b.kc_rule == KcRule::standard ? 4
-                                                                      : 3;
+                const int64_t share =
+                    b.kc_rule == KcRule::long_k                                          ? 8
+                    : b.kc_rule == KcRule::standard || b.kc_rule == KcRule::few_rows ? 4
+                                                                                         : 3;
                 if (b.MC > b.MR) REQUIRE(b.MC * b.KC * 4 <= m.caches.l2_bytes / share);
               }
             }
@@ -124,8 +136,10 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
           "[x86][blocking][gemm]") {
   // Shapes that reach every KC rule on one of the machines: several MC blocks with threads split
   // over M; one MC block at a shrunk KC (Zen 3); KC 1024 over three K blocks (Zen 5, Xeon); with
-  // B prepacked, KC 1024 for few rows (Xeon).
-  const std::vector<Shape> shapes = {{700, 200, 1100}, {128, 1100, 1030}, {600, 40, 2100}};
+  // B prepacked, KC 1024 for few rows (Xeon); a few rows with B packed per call, KC shrunk
+  // (Zen 3).
+  const std::vector<Shape> shapes = {
+      {700, 200, 1100}, {128, 1100, 1030}, {600, 40, 2100}, {12, 700, 300}};
   kiln::ThreadPool pool1(1), pool2(2);
   std::set<KcRule> rules_seen;
   int variant = 0;
@@ -161,6 +175,7 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
     CHECK(rules_seen.count(KcRule::standard));
     CHECK(rules_seen.count(KcRule::long_k));
     CHECK(rules_seen.count(KcRule::one_block));
-    CHECK(rules_seen.count(KcRule::short_k_1024));  // variant 7: Xeon, 128x1100x1030, prepacked
+    CHECK(rules_seen.count(KcRule::short_k_1024));  // Xeon, 128x1100x1030, prepacked
+    CHECK(rules_seen.count(KcRule::few_rows));
   }
 }

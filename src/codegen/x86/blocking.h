@@ -18,7 +18,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 // Which rule set KC (see packed_blocking's comments for what each was measured against).
-enum class KcRule : uint8_t { standard, long_k, short_k_1024, one_block };
+enum class KcRule : uint8_t { standard, long_k, short_k_1024, one_block, few_rows };
 const char* kc_rule_name(KcRule r);
 
 struct PackedBlocking {
