@@ -3,7 +3,7 @@
 // measured in this run. Per shape the contenders run in paired rounds (paired.h): every ratio is
 // the median over rounds of ratios taken within a fraction of a second, with its quartiles.
 //   ninja -C build-bench gemm_bench && build-bench/benchmarks/gemm_bench [--rounds=15]
-//       [--burst=0.05] [--filter=512] [--threads=2]
+//       [--burst=0.05] [--filter=512] [--threads=2] [--more]
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
 #include "limits.h"
@@ -45,6 +45,15 @@ const std::vector<Shape> kShapes = {{"2048^3", 2048, 2048, 2048, false},
                                     {"16^3", 16, 16, 16, true},
                                     {"23x57x91", 23, 57, 91, true},
                                     {"1x4096x4096", 1, 4096, 4096, false}};
+
+// --more: shapes outside the list where a blocking, path or thread pool change showed
+// (mid sizes, a few rows against a wide B), on the benchmark's thread count (--threads=1 for 1).
+const std::vector<Shape> kMoreShapes = {
+    {"100^3", 100, 100, 100, false},          {"200^3", 200, 200, 200, false},
+    {"120x64x256", 120, 64, 256, false},      {"4x4096x1024", 4, 4096, 1024, false},
+    {"8x4096x1024", 8, 4096, 1024, false},    {"24x4096x1024", 24, 4096, 1024, false},
+    {"16x1024x1024", 16, 1024, 1024, false},  {"8x1000x1000", 8, 1000, 1000, false},
+    {"48x4096x1024", 48, 4096, 1024, false}};
 
 struct Operands {
   std::vector<float> a, b, c, bias;
@@ -103,6 +112,7 @@ struct Options {
   int rounds = 15;
   double burst_s = 0.05;
   std::string filter;  // substring of the shape name
+  bool more = false;   // also kMoreShapes
 };
 
 std::vector<std::unique_ptr<Operands>> g_operands;
@@ -284,12 +294,15 @@ Options parse(int argc, char** argv) {
       o.burst_s = std::max(0.001, std::atof(a.c_str() + 8));
     } else if (a.rfind("--filter=", 0) == 0) {
       o.filter = a.substr(9);
+    } else if (a == "--more") {
+      o.more = true;
     } else if (a.rfind("--threads=", 0) == 0) {
       kThreads = std::max(1, std::atoi(a.c_str() + 10));
     } else {
       std::fprintf(
           stderr,
-          "usage: gemm_bench [--rounds=N] [--burst=SECONDS] [--filter=SUBSTR] [--threads=N]\n");
+          "usage: gemm_bench [--rounds=N] [--burst=SECONDS] [--filter=SUBSTR] [--threads=N] "
+          "[--more]\n");
       std::exit(2);
     }
   }
@@ -344,13 +357,15 @@ int main(int argc, char** argv) {
       "OpenBLAS) | kiln / OpenBLAS | kiln / LIBXSMM | kiln / FMA peak |\n"
       "|---|---|---|---|---|---|---|---|---|\n";
   std::string notes;
+  std::vector<Shape> shapes = kShapes;
+  if (opt.more) shapes.insert(shapes.end(), kMoreShapes.begin(), kMoreShapes.end());
   auto wanted = [&](const Shape& s) {
     return opt.filter.empty() || s.name.find(opt.filter) != std::string::npos;
   };
   // Every kernel is generated here, before any peer runs (the contenders' plans then find them
   // in the registry): made after an OpenBLAS burst, a plan's codegen was timed while OpenBLAS's
   // threads still spun on both cores (3.9 ms for a 16^3 kernel that takes ~0.02 ms alone).
-  for (const Shape& s : kShapes) {
+  for (const Shape& s : shapes) {
     if (!wanted(s)) continue;
     const x86::GemmProblem p = problem_of(s);
     g_plans.push_back(x86::GemmPlan::make(p, x86::selected_isa(), s.small ? 1 : kThreads));
@@ -362,7 +377,7 @@ int main(int argc, char** argv) {
     p.epi.act = x86::Activation::gelu;
     g_plans.push_back(x86::GemmPlan::make(p, x86::selected_isa(), kThreads, true));
   }
-  for (const Shape& s : kShapes) {
+  for (const Shape& s : shapes) {
     if (!wanted(s)) continue;
     g_operands.push_back(std::make_unique<Operands>(s));
     Operands& o = *g_operands.back();
