@@ -49,10 +49,10 @@ const std::vector<Shape> kShapes = {{"2048^3", 2048, 2048, 2048, false},
 // --more: shapes outside the list where a blocking, path or thread pool change showed
 // (mid sizes, a few rows against a wide B), on the benchmark's thread count (--threads=1 for 1).
 const std::vector<Shape> kMoreShapes = {
-    {"100^3", 100, 100, 100, false},          {"200^3", 200, 200, 200, false},
-    {"120x64x256", 120, 64, 256, false},      {"4x4096x1024", 4, 4096, 1024, false},
-    {"8x4096x1024", 8, 4096, 1024, false},    {"24x4096x1024", 24, 4096, 1024, false},
-    {"16x1024x1024", 16, 1024, 1024, false},  {"8x1000x1000", 8, 1000, 1000, false},
+    {"100^3", 100, 100, 100, false},         {"200^3", 200, 200, 200, false},
+    {"120x64x256", 120, 64, 256, false},     {"4x4096x1024", 4, 4096, 1024, false},
+    {"8x4096x1024", 8, 4096, 1024, false},   {"24x4096x1024", 24, 4096, 1024, false},
+    {"16x1024x1024", 16, 1024, 1024, false}, {"8x1000x1000", 8, 1000, 1000, false},
     {"48x4096x1024", 48, 4096, 1024, false}};
 
 struct Operands {
@@ -277,7 +277,9 @@ std::string fmt_ratio(const bench::Spread& r) {
   return buf;
 }
 
-bench::Spread scaled(bench::Spread r, double by) { return {r.median * by, r.low * by, r.high * by}; }
+bench::Spread scaled(bench::Spread r, double by) {
+  return {r.median * by, r.low * by, r.high * by};
+}
 
 double gflops(const Shape& s, const bench::PairedTimes& t, const std::string& who) {
   const double sec = bench::seconds_of(t, who).median;
@@ -405,17 +407,17 @@ int main(int argc, char** argv) {
     if (s.M == 1) {
       const double bytes = 4.0 * double(s.K * s.N + s.K + s.N);
       auto gbs = [&](const char* who) { return bytes / bench::seconds_of(t, who).median * 1e-9; };
-      std::snprintf(row, sizeof row,
-                    "GEMV %s: kiln %s GB/s, oneDNN %s GB/s, OpenBLAS %s GB/s, STREAM triad "
-                    "(f32, same rounds) %s GB/s; kiln / triad = %s; kiln / limits-line triad = "
-                    "%s\n",
-                    s.name.c_str(), fmt(gbs("kiln")).c_str(), fmt(gbs("onednn")).c_str(),
-                    fmt(gbs("openblas")).c_str(),
-                    fmt(triad_bytes(s) / bench::seconds_of(t, "triad").median * 1e-9).c_str(),
-                    fmt_ratio(scaled(bench::paired_speedup(t, "kiln", {"triad"}),
-                                     bytes / triad_bytes(s)))
-                        .c_str(),
-                    fmt(gbs("kiln") / stream_n, "%.2f").c_str());
+      std::snprintf(
+          row, sizeof row,
+          "GEMV %s: kiln %s GB/s, oneDNN %s GB/s, OpenBLAS %s GB/s, STREAM triad "
+          "(f32, same rounds) %s GB/s; kiln / triad = %s; kiln / limits-line triad = "
+          "%s\n",
+          s.name.c_str(), fmt(gbs("kiln")).c_str(), fmt(gbs("onednn")).c_str(),
+          fmt(gbs("openblas")).c_str(),
+          fmt(triad_bytes(s) / bench::seconds_of(t, "triad").median * 1e-9).c_str(),
+          fmt_ratio(scaled(bench::paired_speedup(t, "kiln", {"triad"}), bytes / triad_bytes(s)))
+              .c_str(),
+          fmt(gbs("kiln") / stream_n, "%.2f").c_str());
       notes += row;
     }
     if (s.small) {

@@ -108,10 +108,9 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
                 REQUIRE(b.npc >= 1);
                 REQUIRE(b.npc * b.KC >= K);
                 REQUIRE((b.npc - 1) * b.KC < std::max<int64_t>(K, 1));  // no empty K block
-                REQUIRE(
-                    b.KC <=
-                    (b.kc_rule == KcRule::long_k || b.kc_rule == KcRule::short_k_1024 ? 1024
-                                                                                       : 512));
+                REQUIRE(b.KC <= (b.kc_rule == KcRule::long_k || b.kc_rule == KcRule::short_k_1024
+                                     ? 1024
+                                     : 512));
                 if (b.kc_rule == KcRule::few_rows) REQUIRE(b.KC >= 64);
                 REQUIRE(b.MC >= b.MR);
                 REQUIRE(b.MC % b.MR == 0);
@@ -119,9 +118,9 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
                 REQUIRE(b.a_once == (b.MC >= rows_per_task(b)));
                 // A's block in its share of L2 unless it is a single row tile.
                 const int64_t share =
-                    b.kc_rule == KcRule::long_k                                          ? 8
+                    b.kc_rule == KcRule::long_k                                      ? 8
                     : b.kc_rule == KcRule::standard || b.kc_rule == KcRule::few_rows ? 4
-                                                                                         : 3;
+                                                                                     : 3;
                 if (b.MC > b.MR) REQUIRE(b.MC * b.KC * 4 <= m.caches.l2_bytes / share);
               }
             }

@@ -102,8 +102,7 @@ void pack_a_block(const MatrixRef& a, int64_t i0, int64_t mc, int64_t k0, int64_
       if (MR == 6)
         for (int64_t k = 0; k < kc; ++k) std::memcpy(d + k * 6, base + k * cs, 6 * sizeof(float));
       else
-        for (int64_t k = 0; k < kc; ++k)
-          std::memcpy(d + k * 14, base + k * cs, 14 * sizeof(float));
+        for (int64_t k = 0; k < kc; ++k) std::memcpy(d + k * 14, base + k * cs, 14 * sizeof(float));
     } else if (rs == 1) {
       for (int64_t k = 0; k < kc; ++k)
         std::memcpy(d + k * MR, base + k * cs, size_t(rows) * sizeof(float));
