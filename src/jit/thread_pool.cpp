@@ -40,7 +40,6 @@ ThreadPool& ThreadPool::global() {
 void ThreadPool::start_workers(int n) {
   num_threads_ = n;
   stop_ = false;
-  stop_seen_.store(false);
   for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -48,7 +47,6 @@ void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    stop_seen_.store(true);
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -81,7 +79,7 @@ void ThreadPool::worker_loop() {
     const RangeFn* fn = nullptr;
     int64_t n = 0, chunk = 0;
     {
-      spin_until([&] { return stop_seen_.load() || generation_seen_.load() != seen; });
+      spin_until([&] { return stop_ || generation_ != seen; });
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
@@ -90,12 +88,12 @@ void ThreadPool::worker_loop() {
       fn = fn_;
       n = n_;
       chunk = chunk_;
-      busy_seen_.store(++busy_workers_);
+      ++busy_workers_;
     }
     run_chunks(fn, n, chunk);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      busy_seen_.store(--busy_workers_);
+      --busy_workers_;
     }
     done_cv_.notify_all();
   }
@@ -124,12 +122,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     chunk_ = (n + chunks - 1) / chunks;
     next_.store(0);
     error_ = nullptr;
-    generation_seen_.store(++generation_);
+    ++generation_;
   }
   work_cv_.notify_all();
   run_chunks(&fn, n, chunk_);
   std::exception_ptr err;
-  spin_until([&] { return busy_seen_.load() == 0; });
+  spin_until([&] { return busy_workers_ == 0; });
   {
     std::unique_lock<std::mutex> lock(mu_);
     // Every worker that took this job's parameters is counted in busy_workers_.

@@ -53,13 +53,11 @@ class ThreadPool {
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   std::vector<std::thread> workers_;
-  bool stop_ = false;
-  uint64_t generation_ = 0;
-  int busy_workers_ = 0;
-  // Copies of generation_, busy_workers_ and stop_ (written under mu_), for polling without it.
-  std::atomic<uint64_t> generation_seen_{0};
-  std::atomic<int> busy_seen_{0};
-  std::atomic<bool> stop_seen_{false};
+  // Written under mu_ (the condition variables' predicates read them), atomic so that a polling
+  // thread can read them without it.
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> busy_workers_{0};
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 0;
