@@ -86,8 +86,8 @@ TEST_CASE("x86 gemm: transposed, strided and offset operands", "[x86][gemm]") {
 }
 
 TEST_CASE("x86 gemm: every epilogue on every path", "[x86][gemm][epilogue]") {
-  // direct (small), skinny (M <= 8, one and several K blocks), packed with one and with several K
-  // blocks, edges everywhere.
+  // direct (small, and split over M in two unequal chunks at 100x130x50 on AVX2), skinny (M <= 8,
+  // one and several K blocks), packed with one and with several K blocks, edges everywhere.
   const std::vector<Shape> shapes = {
       {1, 1, 1},      {3, 5, 2},      {16, 16, 16},   {23, 57, 91},   {1, 4096, 64},
       {6, 333, 100},  {64, 64, 64},   {100, 130, 50}, {77, 200, 700}, {128, 96, 1024},
@@ -227,6 +227,11 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     CHECK(std::string(path_of({4, 1024, 512})) == "packed");
     CHECK(std::string(path_of({8, 4096, 1024})) == "packed");
     CHECK(std::string(path_of({256, 256, 256})) == "packed");
+    // Above the small volume with B in a fifth of L2: the direct kernels split over M, on AVX2
+    // (gemm_driver.cpp, kDirectRowsBShare).
+    const char* rows_path = isa == Isa::avx2 ? "direct" : "packed";
+    CHECK(std::string(path_of({100, 100, 100})) == rows_path);
+    CHECK(std::string(path_of({2000, 24, 24})) == rows_path);
   }
 }
 
