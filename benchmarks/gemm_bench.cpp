@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -456,10 +457,13 @@ int main(int argc, char** argv) {
       kernels ? (codegen_after.codegen_ms_total - codegen_before.codegen_ms_total) / double(kernels)
               : 0.0,
       codegen_after.codegen_ms_max);
+  // Plans share kernels: each is listed once (a kernel's name and codegen time identify it).
+  std::set<std::pair<std::string, double>> listed;
   for (const auto& plan : g_plans)
     for (const auto& k : plan->kernels())
-      std::printf("  %-70s %7.3f ms %6ld bytes%s\n", k.name.c_str(), k.codegen_ms,
-                  long(k.code_bytes), k.loaded_from_disk ? " (disk cache)" : "");
+      if (listed.insert({k.name, k.codegen_ms}).second)
+        std::printf("  %-70s %7.3f ms %6ld bytes%s\n", k.name.c_str(), k.codegen_ms,
+                    long(k.code_bytes), k.loaded_from_disk ? " (disk cache)" : "");
   std::printf("result checks: %s\n", g_all_checks_pass ? "all passed" : "FAILURES (see above)");
   return g_all_checks_pass ? 0 : 1;
 }
