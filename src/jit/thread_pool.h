@@ -1,12 +1,14 @@
 // kiln's intra-op thread pool (KILN_NUM_THREADS). One parallel job runs at a time: a caller that
 // finds the pool busy runs its loop on its own thread, so many caller threads never oversubscribe
 // the cores. The calling thread always takes part in its own job.
-// Workers, and a caller waiting for its workers, poll for a short while (kSpin) before they sleep
-// on a condition variable: waking a sleeping thread took about 20 us on a virtualized Zen 3, as
-// long as a whole 128^3 GEMM's share, and jobs of a serving loop follow each other closely.
+// Workers, and a caller waiting for its workers, poll for a while (twice their part of the last
+// job, 50 us to 1 ms; see thread_pool.cpp) before they sleep on a condition variable: waking a
+// sleeping thread took about 20 us on a virtualized Zen 3, as long as a whole 128^3 GEMM's share,
+// and jobs of a serving loop follow each other closely.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -44,8 +46,8 @@ class ThreadPool {
   void worker_loop();
   void run_chunks(const RangeFn* fn, int64_t n, int64_t chunk);
 
-  // Polls `ready` for up to kSpin (pausing between reads); whether it became true.
-  static bool spin_until(const std::function<bool()>& ready);
+  // Polls `ready` for up to `spin` (pausing between reads); whether it became true.
+  static bool spin_until(const std::function<bool()>& ready, std::chrono::nanoseconds spin);
 
   int num_threads_ = 1;
   std::mutex job_mu_;  // held by the caller whose job is running
