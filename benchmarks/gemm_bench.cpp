@@ -3,7 +3,7 @@
 // measured in this run. Per shape the contenders run in paired rounds (paired.h): every ratio is
 // the median over rounds of ratios taken within a fraction of a second, with its quartiles.
 //   ninja -C build-bench gemm_bench && build-bench/benchmarks/gemm_bench [--rounds=15]
-//       [--burst=0.05] [--filter=512] [--threads=2] [--more]
+//       [--burst=0.05] [--filter=512] [--threads=2] [--more] [--shapes=MxNxK,...]
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
 #include "limits.h"
@@ -112,8 +112,9 @@ void set_omp_threads(int n) {  // oneDNN from Debian runs on libgomp
 struct Options {
   int rounds = 15;
   double burst_s = 0.05;
-  std::string filter;  // substring of the shape name
-  bool more = false;   // also kMoreShapes
+  std::string filter;         // substring of the shape name
+  bool more = false;          // also kMoreShapes
+  std::vector<Shape> shapes;  // --shapes: these instead of the lists above
 };
 
 std::vector<std::unique_ptr<Operands>> g_operands;
@@ -287,6 +288,23 @@ double gflops(const Shape& s, const bench::PairedTimes& t, const std::string& wh
   return std::isfinite(sec) ? 2.0 * double(s.M) * double(s.N) * double(s.K) / sec * 1e-9 : 0.0;
 }
 
+// "64x64x4096,256x512x512" -> shapes on the benchmark's thread count; false if malformed.
+bool parse_shapes(const std::string& list, std::vector<Shape>& out) {
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    const size_t end = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, end - pos);
+    long m = 0, n = 0, k = 0;
+    char tail = 0;
+    if (std::sscanf(item.c_str(), "%ldx%ldx%ld%c", &m, &n, &k, &tail) != 3 || m < 1 || n < 1 ||
+        k < 1)
+      return false;
+    out.push_back({item, m, n, k, false});
+    pos = end + 1;
+  }
+  return !out.empty();
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -301,11 +319,12 @@ Options parse(int argc, char** argv) {
       o.more = true;
     } else if (a.rfind("--threads=", 0) == 0) {
       kThreads = std::max(1, std::atoi(a.c_str() + 10));
+    } else if (a.rfind("--shapes=", 0) == 0 && parse_shapes(a.substr(9), o.shapes)) {
     } else {
       std::fprintf(
           stderr,
           "usage: gemm_bench [--rounds=N] [--burst=SECONDS] [--filter=SUBSTR] [--threads=N] "
-          "[--more]\n");
+          "[--more] [--shapes=MxNxK,...]\n");
       std::exit(2);
     }
   }
@@ -349,10 +368,10 @@ int main(int argc, char** argv) {
   const double peak_n = kiln::bench::fma_peak_gflops(kThreads);
   const double peak_1 = kiln::bench::fma_peak_gflops(1);
   const double stream_n = kiln::bench::stream_triad_gbs(kThreads);
+  const char* threads_word = kThreads == 1 ? "thread" : "threads";
   std::printf(
-      "limits: FMA peak %.0f GFLOP/s on %d threads, %.0f on 1; STREAM triad %.1f GB/s on %d "
-      "threads\n",
-      peak_n, kThreads, peak_1, stream_n, kThreads);
+      "limits: FMA peak %.0f GFLOP/s on %d %s, %.0f on 1; STREAM triad %.1f GB/s on %d %s\n",
+      peak_n, kThreads, threads_word, peak_1, stream_n, kThreads, threads_word);
 
   const auto codegen_before = x86::stats();
   std::string table =
@@ -360,9 +379,10 @@ int main(int argc, char** argv) {
       "OpenBLAS) | kiln / OpenBLAS | kiln / LIBXSMM | kiln / FMA peak |\n"
       "|---|---|---|---|---|---|---|---|---|\n";
   std::string notes;
-  std::vector<Shape> shapes = kShapes;
+  std::vector<Shape> shapes = opt.shapes.empty() ? kShapes : opt.shapes;
   if (opt.more) shapes.insert(shapes.end(), kMoreShapes.begin(), kMoreShapes.end());
   auto wanted = [&](const Shape& s) {
+    if (!opt.shapes.empty() && &s == &kLinear) return false;  // --shapes: those only
     return opt.filter.empty() || s.name.find(opt.filter) != std::string::npos;
   };
   // Every kernel is generated here, before any peer runs (the contenders' plans then find them
