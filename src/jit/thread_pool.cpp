@@ -11,11 +11,13 @@ namespace {
 
 // How long a thread polls before it sleeps: twice what its own part of the last job took, within
 // [kMinSpin, kMaxSpin]. A thread that sleeps between jobs pays a wake-up (about 20 us), and on a
-// virtual machine an idle vCPU can lose its place on the host: on a 2-vCPU Zen 3 under Firecracker,
-// GEMMs of 0.5-2 ms (256x512x512, 512^3, 64x1024x1024, 96x1024x1024) ran at 0.50-0.70x of
-// OpenBLAS (whose threads spin ~0.1 s) in paired 20 ms bursts with a fixed 50 us poll,
-// at 1.00-1.06x with this rule (same rounds, two of three runs; the third 0.51-1.03x). The poll
-// costs at most twice the job's own time, and never more than kMaxSpin, of CPU after each job.
+// virtual machine an idle vCPU can lose its place on the host. Measured on a 2-vCPU Zen 3 under
+// Firecracker, GEMMs of 0.3-2 ms (128^3 to 512^3, 64 and 96 x1024x1024) on 2 threads against
+// OpenBLAS (whose threads spin ~0.1 s after a call), paired 20 ms bursts, alternate runs of the
+// two rules: with a fixed 50 us poll, medians 0.74-1.25x and lower quartiles down to 0.55x (in an
+// earlier, noisier hour 0.50-0.70x throughout); with this rule 0.97-1.77x, lower quartiles mostly
+// 0.9-1.0x. The poll costs at most twice the job's own time, and never more than kMaxSpin, of CPU
+// after each job.
 constexpr std::chrono::nanoseconds kMinSpin = std::chrono::microseconds{50};
 constexpr std::chrono::nanoseconds kMaxSpin = std::chrono::microseconds{1000};
 
