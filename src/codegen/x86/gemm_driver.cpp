@@ -94,6 +94,22 @@ KernelDesc epilogue_desc(const GemmProblem& p, Isa isa) {
   return d;
 }
 
+// A direct kernel over rows x cols of p with K steps, B's rows b_rs apart.
+KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t rows, int64_t cols,
+                       int64_t K, int64_t b_rs) {
+  KernelDesc d = base;
+  d.kind = KernelKind::direct;
+  d.rows = rows;
+  d.cols = cols;
+  d.K = K;
+  d.a_rs = p.a.row_stride;
+  d.a_cs = p.a.col_stride;
+  d.b_rs = b_rs;
+  d.ldc = p.ldc;
+  d.ld_res = d.has_residual ? p.epi.ld_residual : 0;
+  return d;
+}
+
 }  // namespace
 
 void PackedB::FreeDeleter::operator()(float* p) const { std::free(p); }
@@ -191,17 +207,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
     s.path = Path::direct;
     s.copy_b = !b_unit;
-    KernelDesc d = base;
-    d.kind = KernelKind::direct;
-    d.rows = p.M;
-    d.cols = p.N;
-    d.K = p.K;
-    d.a_rs = p.a.row_stride;
-    d.a_cs = p.a.col_stride;
-    d.b_rs = b_unit ? p.b.row_stride : p.N;
-    d.ldc = p.ldc;
-    d.ld_res = d.has_residual ? p.epi.ld_residual : 0;
-    s.direct = s.use(d);
+    s.direct = s.use(direct_desc(base, p, p.M, p.N, p.K, b_unit ? p.b.row_stride : p.N));
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 
@@ -245,19 +251,11 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       if (lc == 0 && s.nchunks == 1) continue;
       for (int kind = 0; kind < 4; ++kind) {  // first, middle, last, only
         if ((s.nkb == 1) != (kind == 3) || (kind == 1 && s.nkb < 3)) continue;
-        KernelDesc d = base;
-        d.kind = KernelKind::direct;
-        d.rows = p.M;
-        d.cols = lc ? last_chunk : s.chunk;
-        d.K = kind >= 2 ? last_kb : s.kb;
-        d.a_rs = p.a.row_stride;
-        d.a_cs = p.a.col_stride;
-        d.b_rs = p.b.row_stride;
-        d.ldc = p.ldc;
+        KernelDesc d = direct_desc(base, p, p.M, lc ? last_chunk : s.chunk,
+                                   kind >= 2 ? last_kb : s.kb, p.b.row_stride);
         d.accumulate = kind == 1 || kind == 2;
         d.last = kind >= 2;
-        if (!d.last) d.has_bias = d.has_scale = d.act = d.has_residual = 0;
-        d.ld_res = d.has_residual ? p.epi.ld_residual : 0;
+        if (!d.last) d.has_bias = d.has_scale = d.act = d.has_residual = d.ld_res = 0;
         s.skinny[lc][kind] = s.use(d);
       }
     }
@@ -277,17 +275,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     const int64_t last_chunk = p.M - (s.nchunks - 1) * s.chunk;
     for (int lc = 0; lc < 2; ++lc) {
       if (lc == 0 && s.nchunks == 1) continue;
-      KernelDesc d = base;
-      d.kind = KernelKind::direct;
-      d.rows = lc ? last_chunk : s.chunk;
-      d.cols = p.N;
-      d.K = p.K;
-      d.a_rs = p.a.row_stride;
-      d.a_cs = p.a.col_stride;
-      d.b_rs = p.b.row_stride;
-      d.ldc = p.ldc;
-      d.ld_res = d.has_residual ? p.epi.ld_residual : 0;
-      s.direct_rows[lc] = s.use(d);
+      s.direct_rows[lc] =
+          s.use(direct_desc(base, p, lc ? last_chunk : s.chunk, p.N, p.K, p.b.row_stride));
     }
     return std::make_shared<GemmPlan>(std::move(impl));
   }
