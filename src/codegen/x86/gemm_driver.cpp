@@ -46,10 +46,14 @@ constexpr int64_t kSkinnyMaxRowBytes = 4096;
 // its own A rows staying in L1. Measured on the Zen 3 (AVX2, 512 KiB L2), direct against packed,
 // paired: one thread 96^3 1.15x, 100^3 1.22x, 128^3 1.10x, 120x64x256 1.08x, 300x100x100 1.15x,
 // 100x100x300 1.22x, 200x200x128 1.04x (100 KiB of B), 1000x16x1000 1.54x, 2000x24x24 1.52x;
-// two threads 1.08-1.23x over the same shapes. Past the share: 256x256x100 (100 KiB) 0.98x,
-// 256x256x128 0.98x, 150x300x200 0.98x, 256^3 0.84x, 100x1000x100 0.78x, 64x256x512 0.84x. The
+// two threads 1.01-1.23x over the same shapes. At the share's edge 256x256x100 (100 KiB) 0.98x
+// on one thread, 1.08x on two; past it 256x256x128 0.98x, 150x300x200 0.98x, 256^3 0.84x,
+// 100x1000x100 0.78x, 64x256x512 0.84x (one thread). The
 // packed path pays for packing both operands and, at N = 100, for a 16-wide edge panel 4 columns
-// full (the direct kernel's edge tile is one masked vector). AVX-512 (4-vector tiles): not
+// full (the direct kernel's edge tile is one masked vector). A's rows must be runs (unit column
+// stride): with a transposed A each k-step of a row block loads a new line, and direct against
+// packed ranged from 1.5x (2000x24x24, 1000x16x1000) to 0.88x (128^3: the lines 512 bytes apart
+// share a few L1 sets) and 0.93x (160x100x200, 128x64x200). AVX-512 (4-vector tiles): not
 // measured, packed there.
 constexpr int64_t kDirectRowsBShare = 5;  // B <= L2 / 5
 constexpr size_t kMaxPlans = 4096;
@@ -139,7 +143,8 @@ struct GemmPlan::Impl {
 
   const Kernel* use(const KernelDesc& d) {
     const Kernel& k = get_kernel(d);
-    used.push_back(&k);
+    // A last chunk as wide as the others reuses their kernel: listed once.
+    if (std::find(used.begin(), used.end(), &k) == used.end()) used.push_back(&k);
     return &k;
   }
   void run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
@@ -262,8 +267,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 
-  if (!prepacked_b && isa == Isa::avx2 && b_unit && !p.dynamic_m && !p.dynamic_nk &&
-      p.K * p.N * 4 <= caches.l2_bytes / kDirectRowsBShare &&
+  if (!prepacked_b && isa == Isa::avx2 && b_unit && p.a.col_stride == 1 && !p.dynamic_m &&
+      !p.dynamic_nk && p.N <= caches.l2_bytes / kDirectRowsBShare / 4 / std::max<int64_t>(1, p.K) &&
       std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::direct_rows;

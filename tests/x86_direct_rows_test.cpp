@@ -1,0 +1,119 @@
+// The direct_rows path (gemm_driver.cpp): above the small volume, with B in a fifth of L2, AVX2
+// runs the direct kernels unpacked, M split into chunks of whole row blocks, one per thread. Plans
+// are made for a stated L2 size, so the path and the chunking do not depend on the host.
+#include "x86_gemm_testing.h"
+
+#include <catch2/catch.hpp>
+
+#include "codegen/x86/blocking.h"
+#include "codegen/x86/gemm.h"
+#include "jit/thread_pool.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+using namespace kiln::x86;
+using namespace kiln::x86::testing;
+
+namespace {
+
+const CacheSizes kZen3{512 * 1024};  // B may take up to 104857 bytes
+
+// The row counts of a plan's direct kernels, in the order the plan lists them; empty if the plan
+// has any other kernel.
+std::vector<int64_t> direct_rows_of(const GemmPlan& plan, const Shape& s) {
+  std::vector<int64_t> rows;
+  const std::string tail = "N" + std::to_string(s.N) + "K" + std::to_string(s.K) + "_";
+  for (const KernelInfo& k : plan.kernels()) {
+    const std::string prefix = "direct_avx2_M";
+    const size_t n_at = k.name.find(tail);
+    if (k.name.rfind(prefix, 0) != 0 || n_at == std::string::npos) return {};
+    rows.push_back(std::stoll(k.name.substr(prefix.size(), n_at - prefix.size())));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("x86 gemm: direct_rows splits M into whole row blocks per thread",
+          "[x86][gemm][direct_rows]") {
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX2+FMA; direct_rows chunking test not run\n");
+    return;
+  }
+  struct Expect {
+    Shape s;
+    int threads;
+    std::vector<int64_t> rows;  // chunk kernels: [full chunk,] last chunk
+  };
+  // AVX2 direct tiles: 6 rows x 2 vectors, or up to 12 rows of one vector when N <= 8.
+  const std::vector<Expect> cases = {
+      {{100, 130, 50}, 2, {54, 46}},  // 17 row blocks: 9 + 8
+      {{13, 16, 1500}, 2, {12, 1}},   // a one-row last chunk (the M = 1 tiling)
+      {{11, 8, 3000}, 3, {11}},       // one row block, fewer than the threads
+      {{100, 100, 100}, 1, {100}},    // one thread: one kernel over all of M
+      {{64, 48, 100}, 4, {18, 10}},   // 11 blocks over 4 threads: 3 + 3 + 3 + 2
+      {{120, 64, 256}, 2, {60}},      // equal chunks share one kernel
+  };
+  kiln::ThreadPool pool1(1), pool2(2), pool3(3);
+  const Layout layouts[] = {Layout::row_major, Layout::transposed,    Layout::strided,
+                            Layout::padded,    Layout::reversed_rows, Layout::broadcast_row};
+  int variant = 0;
+  for (const Expect& x : cases) {
+    for (Layout la : layouts) {
+      const Layout lb = variant % 3 == 0   ? Layout::row_major
+                        : variant % 3 == 1 ? Layout::reversed_rows
+                                           : Layout::padded;
+      const EpiKind e = variant % 2 ? EpiKind{Activation::gelu, true, true, true} : EpiKind{};
+      Case c(x.s, la, lb, e, uint32_t(7000 + variant));
+      const GemmProblem p = c.problem();
+      auto plan = GemmPlan::make(p, Isa::avx2, x.threads, false, kZen3);
+      INFO(x.s.M << "x" << x.s.N << "x" << x.s.K << " threads " << x.threads << " A "
+                 << layout_name(la) << " B " << layout_name(lb) << " epilogue " << (variant % 2));
+      // A's rows must be runs (unit column stride); else the packed path.
+      const bool a_rows = la != Layout::transposed && la != Layout::strided;
+      CHECK(direct_rows_of(*plan, x.s) == (a_rows ? x.rows : std::vector<int64_t>{}));
+      // Run on pools of other sizes than the plan's, and with none (gemm_batched runs plans
+      // that way): every chunk still runs once.
+      for (kiln::ThreadPool* pool :
+           {&pool1, &pool2, &pool3, static_cast<kiln::ThreadPool*>(nullptr)}) {
+        const GemmProblem q = c.problem();  // C back to the sentinel
+        plan->run_on(q, pool);
+        CHECK(c.max_violation() <= 1.0);
+      }
+      ++variant;
+    }
+  }
+}
+
+TEST_CASE("x86 gemm: direct_rows only while B fits a fifth of L2, on AVX2",
+          "[x86][gemm][direct_rows]") {
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX2+FMA; direct_rows selection test not run\n");
+    return;
+  }
+  auto is_direct_rows = [](Shape s, Layout la, Layout lb, const CacheSizes& caches, Isa isa) {
+    Case c(s, la, lb, EpiKind{}, 1);
+    auto plan = GemmPlan::make(c.problem(), isa, 2, false, caches);
+    return !direct_rows_of(*plan, s).empty();
+  };
+  CHECK(is_direct_rows({200, 200, 128}, Layout::row_major, Layout::row_major, kZen3,
+                       Isa::avx2));  // 102400 bytes
+  CHECK_FALSE(
+      is_direct_rows({200, 200, 132}, Layout::row_major, Layout::row_major, kZen3, Isa::avx2));
+  CHECK(is_direct_rows({200, 200, 132}, Layout::row_major, Layout::row_major,
+                       CacheSizes{1024 * 1024}, Isa::avx2));
+  // A transposed B goes through the packing (which reads its columns as runs).
+  CHECK_FALSE(
+      is_direct_rows({100, 100, 100}, Layout::row_major, Layout::transposed, kZen3, Isa::avx2));
+  // So does a transposed A (each k-step of a row block would load a new line).
+  CHECK_FALSE(
+      is_direct_rows({100, 100, 100}, Layout::transposed, Layout::row_major, kZen3, Isa::avx2));
+  // B's rows a page or more apart: never (the walk down B's rows stalls, see kSkinnyMaxRowBytes).
+  CHECK_FALSE(is_direct_rows({64, 1024, 16}, Layout::row_major, Layout::row_major,
+                             CacheSizes{8 << 20}, Isa::avx2));
+  if (isa_supported(Isa::avx512))
+    CHECK_FALSE(
+        is_direct_rows({100, 100, 100}, Layout::row_major, Layout::row_major, kZen3, Isa::avx512));
+}
