@@ -32,6 +32,10 @@ namespace x86 = kiln::x86;
 namespace bench = kiln::bench;
 int kThreads = 2;  // --threads=N
 constexpr double kOpenblasSpinSeconds = 0.15;
+// kiln's pool threads poll for up to 1 ms after a job (jit/thread_pool.cpp): a burst on the
+// 2-thread pool is followed by this much sleep, so that they do not take the next contender's
+// cores.
+constexpr double kKilnPoolSettleSeconds = 0.002;
 
 struct Shape {
   std::string name;
@@ -114,7 +118,7 @@ struct Options {
   double burst_s = 0.05;
   std::string filter;         // substring of the shape name
   bool more = false;          // also kMoreShapes
-  std::vector<Shape> shapes;  // --shapes: these instead of the lists above
+  std::vector<Shape> shapes;  // --shapes: these instead of kShapes (--more still adds its own)
 };
 
 std::vector<std::unique_ptr<Operands>> g_operands;
@@ -160,7 +164,8 @@ std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
   x86::GemmProblem p = problem(s, o);
   auto plan = x86::GemmPlan::make(p, x86::selected_isa(), kiln_threads);
   std::vector<bench::Contender> cs;
-  cs.push_back({"kiln", [plan, p, &pool] { plan->run(p, pool); }});
+  cs.push_back(
+      {"kiln", [plan, p, &pool] { plan->run(p, pool); }, s.small ? 0.0 : kKilnPoolSettleSeconds});
   if (s.small) {
     cs.push_back({"kiln_gemm_call", [p] { x86::gemm(p, pool_1()); }});  // + plan lookup
     // What a user of the JIT gets: kiln::jit(matmul) called with caller-owned output (no
@@ -219,11 +224,13 @@ bench::Contender triad_contender(const Shape& s) {
   }
   // One range per thread: parallel_for makes n / grain chunks (ceil here would make one).
   const int64_t grain = std::max<int64_t>(16, n / kThreads / 16 * 16);
-  return {"triad", [n, grain, a = abc[0], b = abc[1], c = abc[2]] {
+  return {"triad",
+          [n, grain, a = abc[0], b = abc[1], c = abc[2]] {
             pool_n().parallel_for(n, grain, [&](int64_t begin, int64_t end) {
               bench::triad_f32(a + begin, b + begin, c + begin, 3.0f, end - begin);
             });
-          }};
+          },
+          kKilnPoolSettleSeconds};
 }
 
 // Linear + bias + GELU (erf): kiln's fused kernel with the weight packed once, against oneDNN
@@ -239,7 +246,8 @@ std::vector<bench::Contender> linear_contenders(const Shape& s, Operands& o) {
   g_packed.push_back(packed);
   std::vector<bench::Contender> cs;
   // What the JIT's x86 backend runs for a Linear with a constant weight.
-  cs.push_back({"kiln_fused", [p, packed] { x86::gemm_prepacked(p, *packed, pool_n()); }});
+  cs.push_back({"kiln_fused", [p, packed] { x86::gemm_prepacked(p, *packed, pool_n()); },
+                kKilnPoolSettleSeconds});
 
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   static dnnl::stream stream(engine);
