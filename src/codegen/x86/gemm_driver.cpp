@@ -1,7 +1,11 @@
 // The GEMM driver: picks a path for a problem and runs it over the thread pool.
 //   direct: M*N*K <= 64^3: one fully specialized unpacked kernel, single thread.
+//   stream: M = 1 (GEMV): B streamed row by row into a chunk of C kept in L1, N chunks in
+//   parallel.
 //   skinny: M <= 8 with unit-stride B columns and rows under a page apart (GEMV-like): direct
 //   kernels over N chunks in parallel.
+//   direct_rows (AVX2): B in a fifth of L2, A and B with unit column stride: direct kernels over
+//   M chunks of whole row blocks in parallel (kDirectRowsBShare).
 //   packed: BLIS blocking (blocking.h: KC, MC and NC from the L2 size). One task per
 //           thread owns a block of C (threads split M when each gets >= 16 row tiles, else N) and
 //           packs privately, with no barriers: B per KC x NC block read row by row into [kc][NR]
