@@ -102,7 +102,14 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
                             << kc_rule_name(b.kc_rule) << " KC " << b.KC << " MC " << b.MC);
                 REQUIRE(b.tm >= 1);
                 REQUIRE(b.tn >= 1);
-                REQUIRE(b.tm * b.tn <= threads);
+                REQUIRE(b.tk >= 1);
+                REQUIRE(b.tm * b.tn * b.tk <= threads);
+                if (b.tk > 1) {  // K split: whole K blocks per task, each at least 512 deep
+                  REQUIRE_FALSE(prepacked);
+                  REQUIRE(b.tm * b.tn == 1);
+                  REQUIRE(b.npc % b.tk == 0);
+                  REQUIRE(K / b.tk >= 512);
+                }
                 REQUIRE(b.tn <= b.npanels);
                 REQUIRE(b.KC % 4 == 0);
                 REQUIRE(b.npc >= 1);

@@ -32,13 +32,21 @@ struct PackedBlocking {
   // loops run K block -> column block), instead of once per (column block, K block).
   bool a_once = false;
   KcRule kc_rule = KcRule::standard;
+  // K split: tk tasks (tm = tn = 1), each over a run of whole K blocks of all of C, tasks after
+  // the first into partial buffers summed (and the epilogue applied) after them.
+  int64_t tk = 1;
 };
 
 int64_t packed_mr(Isa isa);
 int64_t packed_nr(Isa isa);
 
-// M, N >= 1; threads >= 1.
+// M, N >= 1; threads >= 1. Splits K over the threads (tk > 1) where the cost model in
+// blocking.cpp prefers it to a split of M or N.
 PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
                                bool prepacked_b, const CacheSizes& caches);
+// The K split that packed_blocking weighs: the one-thread blocking, its K blocks a multiple of
+// tk = min(threads, K / 512) (tk = 1 when K is shorter).
+PackedBlocking k_split_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
+                                const CacheSizes& caches);
 
 }  // namespace kiln::x86

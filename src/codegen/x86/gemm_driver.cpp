@@ -11,6 +11,9 @@
 //           packs privately, with no barriers: B per KC x NC block read row by row into [kc][NR]
 //           panels (or taken from a PackedB), A per MC x KC block; then the microkernel over
 //           (B panel, A micro-panel) pairs, the B panel staying in L1/L2 across the A panels.
+//           With small M and N and a long K the tasks split K instead (blocking.cpp's cost
+//           model): each covers all of C over a run of K blocks, the tasks after the first into
+//           partial buffers that a second pass adds into C before the epilogue.
 // A GemmPlan resolves the path, blocking and every kernel once; run() only does pointer math.
 #include "codegen/x86/blocking.h"
 #include "codegen/x86/cpu_info.h"
@@ -21,6 +24,8 @@
 #include "jit/thread_pool.h"
 #include "support/check.h"
 #include "support/thread_counters.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -167,6 +172,7 @@ struct GemmPlan::Impl {
   void run_skinny(const GemmProblem& p, ThreadPool* pool) const;
   void run_stream(const GemmProblem& p, ThreadPool* pool) const;
   void run_packed(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
+  void reduce_k_split(const GemmProblem& p, const float* partials, ThreadPool* pool) const;
 };
 
 GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -181,6 +187,14 @@ std::vector<KernelInfo> GemmPlan::kernels() const {
 }
 
 namespace {
+
+// c[0, n) += x[0, n) (the K split's partial sums; kernels run only where AVX2 does).
+__attribute__((target("avx"))) void add_row(float* c, const float* x, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(c + j, _mm256_add_ps(_mm256_loadu_ps(c + j), _mm256_loadu_ps(x + j)));
+  for (; j < n; ++j) c[j] += x[j];
+}
 
 void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
   if (pool && n > 1)
@@ -295,11 +309,13 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   s.blk = packed_blocking(p.M, p.N, p.K, isa, threads, prepacked_b, caches);
   const PackedBlocking& b = s.blk;
   const int64_t m_edge = p.M % b.MR, n_edge = p.N % b.NR;
+  const bool has_epilogue = base.has_bias || base.has_scale || base.act || base.has_residual;
   for (int acc = 0; acc < 2; ++acc) {
     for (int last = 0; last < 2; ++last) {
       // One K block: (first, last). Two: (first), (acc, last). More: also (acc, not last).
-      const bool needed =
-          b.npc == 1 ? (!acc && last) : !(!acc && last) && (b.npc > 2 || acc == last);
+      const bool needed = b.tk > 1     ? !last || (acc && has_epilogue)
+                          : b.npc == 1 ? (!acc && last)
+                                       : !(!acc && last) && (b.npc > 2 || acc == last);
       if (!needed) continue;
       for (int me = 0; me < 2; ++me) {
         if (me && !m_edge) continue;
@@ -387,7 +403,7 @@ void GemmPlan::Impl::run_stream(const GemmProblem& p, ThreadPool* pool) const {
 void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
                                 const PackedB* packed) const {
   const int64_t MR = blk.MR, NR = blk.NR, mtiles = blk.mtiles, npanels = blk.npanels, tm = blk.tm,
-                tn = blk.tn, KC = blk.KC, npc = blk.npc, MC = blk.MC, NCP = blk.NCP;
+                tn = blk.tn, KC = blk.KC, npc = blk.npc, MC = blk.MC, NCP = blk.NCP, tk = blk.tk;
   const float* bpacked = nullptr;
   if (packed) {
     KILN_CHECK(packed->K() == K && packed->N() == N && packed->panel_width() == NR &&
@@ -397,21 +413,27 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
     bpacked = packed->data();
   }
   const int64_t ldr = p.epi.ld_residual;
-  parallel(pool, tm * tn, [&](int64_t begin, int64_t end) {
+  // K split: task kt > 0 sums its K blocks into partial buffer kt - 1 (M x N, rows N apart).
+  float* partials =
+      tk > 1 ? thread_scratch(ScratchSlot::k_partial, size_t((tk - 1) * M * N)) : nullptr;
+  parallel(pool, tm * tn * tk, [&](int64_t begin, int64_t end) {
     float* abuf = thread_scratch(ScratchSlot::a_block, size_t(std::max<int64_t>(MC * KC, 1)));
     float* bbuf = bpacked ? nullptr
                           : thread_scratch(ScratchSlot::b_packed,
                                            size_t(std::max<int64_t>(NCP * KC * NR, 1)));
     KernelArgs args{};
-    args.ldc_bytes = p.ldc * 4;
     args.ldr_bytes = ldr * 4;
     args.scale = p.epi.scale;
+    // The task's C (p.c, or its partial buffer) and its first K block.
+    float* c = p.c;
+    int64_t ldc = p.ldc, pc_first = 0;
     // Kernels over column panels [jc, jc_end) and rows [i0, i0 + mc) for K block pc, with A's
     // block packed in abuf and B's in bbuf (or the PackedB).
     auto compute = [&](int64_t jc, int64_t jc_end, int64_t pc, int64_t i0, int64_t mc) {
       const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
-      const int acc = pc > 0, last = pc == npc - 1;
+      const int acc = pc > pc_first, last = tk == 1 && pc == npc - 1;
       args.kc = kc;
+      args.ldc_bytes = ldc * 4;
       for (int64_t jp = jc; jp < jc_end; ++jp) {
         const int64_t j0 = jp * NR;
         const int ne = N - j0 < NR;
@@ -427,7 +449,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
           const int me = mc - ir < MR;
           args.b_next = next + (ir / MR) * (kc / kPackedUnrollK) * kFloatsPerLine;
           args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;
-          kern[acc][last][me][ne]->fn(&args, abuf + ir * kc, b, p.c + (i0 + ir) * p.ldc + j0);
+          kern[acc][last][me][ne]->fn(&args, abuf + ir * kc, b, c + (i0 + ir) * ldc + j0);
         }
       }
     };
@@ -442,13 +464,17 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       pack_a_block(p.a, i0, mc, k0, kc, MR, abuf);
     };
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t ti = t / tn, tj = t % tn;
+      const int64_t kt = t % tk, ti = t / tk / tn, tj = t / tk % tn;
+      const int64_t pc0 = kt * npc / tk, pc1 = (kt + 1) * npc / tk;
+      c = kt == 0 ? p.c : partials + (kt - 1) * M * N;
+      ldc = kt == 0 ? p.ldc : N;
+      pc_first = pc0;
       const int64_t r0 = ti * mtiles / tm * MR, r1 = std::min(M, (ti + 1) * mtiles / tm * MR);
       const int64_t q0 = tj * npanels / tn, q1 = (tj + 1) * npanels / tn;
       if (r0 >= r1) continue;
       if (blk.a_once) {
         // K block -> column block: each C tile still sees its K blocks in order.
-        for (int64_t pc = 0; pc < npc; ++pc) {
+        for (int64_t pc = pc0; pc < pc1; ++pc) {
           pack_a(pc, r0, r1 - r0);
           for (int64_t jc = q0; jc < q1; jc += NCP) {
             const int64_t jc_end = std::min(q1, jc + NCP);
@@ -460,13 +486,49 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       }
       for (int64_t jc = q0; jc < q1; jc += NCP) {
         const int64_t jc_end = std::min(q1, jc + NCP);
-        for (int64_t pc = 0; pc < npc; ++pc) {
+        for (int64_t pc = pc0; pc < pc1; ++pc) {
           pack_b(jc, jc_end, pc);
           for (int64_t i0 = r0; i0 < r1; i0 += MC) {
             const int64_t mc = std::min(MC, r1 - i0);
             pack_a(pc, i0, mc);
             compute(jc, jc_end, pc, i0, mc);
           }
+        }
+      }
+    }
+  });
+  if (tk > 1) reduce_k_split(p, partials, pool);
+}
+
+// After a K split: C += the partial buffers, then the epilogue, in place (the last-block kernels
+// over no K steps: C = epilogue(C + nothing)), over row tiles in parallel.
+void GemmPlan::Impl::reduce_k_split(const GemmProblem& p, const float* partials,
+                                    ThreadPool* pool) const {
+  const int64_t MR = blk.MR, NR = blk.NR, mtiles = blk.mtiles, npanels = blk.npanels, tk = blk.tk;
+  const bool epilogue =
+      kern[1][1][0][0] || kern[1][1][1][0] || kern[1][1][0][1] || kern[1][1][1][1];
+  const int64_t chunks = std::min(tk, mtiles);
+  parallel(pool, chunks, [&](int64_t begin, int64_t end) {
+    KernelArgs args{};
+    args.ldc_bytes = p.ldc * 4;
+    args.ldr_bytes = p.epi.ld_residual * 4;
+    args.scale = p.epi.scale;
+    args.kc = 0;
+    for (int64_t ch = begin; ch < end; ++ch) {
+      const int64_t r0 = ch * mtiles / chunks * MR,
+                    r1 = std::min(M, (ch + 1) * mtiles / chunks * MR);
+      for (int64_t i = r0; i < r1; ++i)
+        for (int64_t kt = 1; kt < tk; ++kt)
+          add_row(p.c + i * p.ldc, partials + (kt - 1) * M * N + i * N, N);
+      if (!epilogue) continue;
+      for (int64_t i = r0; i < r1; i += MR) {
+        const int me = r1 - i < MR;
+        for (int64_t jp = 0; jp < npanels; ++jp) {
+          const int64_t j0 = jp * NR;
+          const int ne = N - j0 < NR;
+          args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
+          args.residual = p.epi.residual ? p.epi.residual + i * p.epi.ld_residual + j0 : nullptr;
+          kern[1][1][me][ne]->fn(&args, partials, partials, p.c + i * p.ldc + j0);
         }
       }
     }
@@ -615,8 +677,10 @@ void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, T
   KILN_CHECK(batch >= 0) << "negative batch " << batch;
   if (batch == 0) return;
   // Valid for the whole batch: this thread makes no other plan_for call until it returns.
+  // Small problems run one per task on the pool's threads, each alone: blocked for one thread.
+  const bool small = p.M * p.N * p.K <= 4 * kSmallVolume;
   std::shared_ptr<const GemmPlan> keep;
-  const GemmPlan* plan = &plan_for(p, isa, pool.num_threads(), false, keep);
+  const GemmPlan* plan = &plan_for(p, isa, small ? 1 : pool.num_threads(), false, keep);
   auto item = [&](int64_t b) {
     GemmProblem q = p;
     q.a.data = p.a.data + b * st.a;
@@ -626,7 +690,7 @@ void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, T
     return q;
   };
   // Small problems: one per task across the pool; large ones: one after another, each parallel.
-  if (p.M * p.N * p.K <= 4 * kSmallVolume) {
+  if (small) {
     pool.parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) plan->run_on(item(b), nullptr);
     });

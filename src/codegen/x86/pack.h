@@ -26,7 +26,7 @@ void copy_b_rowmajor(const MatrixRef& b, int64_t K, int64_t N, float* dst);
 
 // A 64-byte aligned per-thread buffer of at least `floats` floats; `slot` keeps concurrent uses on
 // one thread apart. Valid until the next call with the same slot on this thread.
-enum class ScratchSlot : int { a_block, b_packed, b_panel, b_copy, kCount };
+enum class ScratchSlot : int { a_block, b_packed, b_panel, b_copy, k_partial, kCount };
 float* thread_scratch(ScratchSlot slot, size_t floats);
 
 }  // namespace kiln::x86

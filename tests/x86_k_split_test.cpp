@@ -1,0 +1,119 @@
+// The packed path's K split (blocking.cpp: k_split_blocking): with small M and N and a long K,
+// each thread packs and multiplies a run of K blocks over all of C, the tasks after the first
+// into partial buffers that a second pass adds into C before the epilogue. Plans are made for a
+// stated L2 size, so the choice does not depend on the host.
+#include "x86_gemm_testing.h"
+
+#include <catch2/catch.hpp>
+
+#include "codegen/x86/blocking.h"
+#include "codegen/x86/gemm.h"
+#include "jit/thread_pool.h"
+
+#include <cstdio>
+#include <vector>
+
+using namespace kiln::x86;
+using namespace kiln::x86::testing;
+
+namespace {
+
+const CacheSizes kZen3{512 * 1024};
+
+PackedBlocking blocking(Shape s, int threads, Isa isa = Isa::avx2, bool prepacked = false) {
+  return packed_blocking(s.M, s.N, s.K, isa, threads, prepacked, kZen3);
+}
+
+}  // namespace
+
+TEST_CASE("x86 blocking: K is split where the cost model prefers it", "[x86][blocking][k_split]") {
+  // Measured faster split over K on the Zen 3 (2 threads): a few column panels (64x48: 2 + 1 of
+  // them over N), one panel (16x16: one thread idle over N), small M and N with a long K.
+  for (Shape s : {Shape{64, 48, 4096}, Shape{32, 32, 8192}, Shape{64, 64, 4096},
+                  Shape{16, 16, 8192}, Shape{96, 64, 1024}}) {
+    INFO(s.M << "x" << s.N << "x" << s.K);
+    const PackedBlocking b = blocking(s, 2);
+    CHECK(b.tk == 2);
+    CHECK(b.tm * b.tn == 1);
+    CHECK(b.npc % 2 == 0);
+  }
+  // 96x64x1024: the one-thread blocking's three K blocks of 344 become four of 256 (2 + 2).
+  const PackedBlocking odd = blocking({96, 64, 1024}, 2);
+  CHECK(odd.npc == 4);
+  CHECK(odd.KC == 256);
+  // Every thread takes a share while K gives each at least 512.
+  CHECK(blocking({64, 64, 4096}, 8).tk == 8);
+  CHECK(blocking({64, 64, 2048}, 8).tk == 4);
+  // Not split: wide or tall C (measured 0.95-0.98x split), K under 1024, one thread, B prepacked.
+  for (Shape s : {Shape{1024, 256, 1024}, Shape{48, 4096, 1024}, Shape{128, 256, 1024},
+                  Shape{2048, 2048, 2048}, Shape{64, 64, 1000}}) {
+    INFO(s.M << "x" << s.N << "x" << s.K);
+    CHECK(blocking(s, 2).tk == 1);
+  }
+  CHECK(blocking({64, 64, 4096}, 1).tk == 1);
+  CHECK(blocking({64, 64, 4096}, 2, Isa::avx2, true).tk == 1);
+}
+
+TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue once",
+          "[x86][gemm][k_split]") {
+  if (supported_isas().empty()) {
+    std::printf("SKIPPED: this CPU runs no kiln x86 kernels; K split test not run\n");
+    return;
+  }
+  // Edge tiles in M and N (37 = 6 * 6 + 1, 45 = 2 * 16 + 13), a K block past the last full one
+  // (2100), one column panel, three tasks' worth of K.
+  const std::vector<Shape> shapes = {
+      {64, 48, 4096}, {37, 45, 2100}, {16, 16, 8192}, {24, 40, 3000}};
+  const Layout layouts[] = {Layout::row_major, Layout::transposed, Layout::strided, Layout::padded,
+                            Layout::reversed_rows};
+  const EpiKind epilogues[] = {EpiKind{}, EpiKind{Activation::gelu, true, true, true},
+                               EpiKind{Activation::relu, true, false, false},
+                               EpiKind{Activation::silu, false, false, true}};
+  kiln::ThreadPool pool1(1), pool2(2), pool3(3);
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const Shape& s : shapes) {
+      for (int threads : {2, 3}) {
+        const PackedBlocking b = blocking(s, threads, isa);
+        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
+                           << " tk " << b.tk << " KC " << b.KC << " blocks " << b.npc);
+        REQUIRE(b.tk == threads);  // otherwise this test would not test the split
+        for (Layout la : layouts) {
+          const Layout lb = layouts[(variant + 1) % 5];
+          const EpiKind e = epilogues[variant % 4];
+          Case c(s, la, lb, e, uint32_t(8100 + variant));
+          auto plan = GemmPlan::make(c.problem(), isa, threads, false, kZen3);
+          INFO("A " << layout_name(la) << " B " << layout_name(lb) << " epilogue " << variant % 4);
+          // On pools of other sizes than the plan's and on none (gemm_batched's way): every K
+          // range still runs once, and the partials are added once.
+          for (kiln::ThreadPool* pool :
+               {&pool1, &pool2, &pool3, static_cast<kiln::ThreadPool*>(nullptr)}) {
+            const GemmProblem q = c.problem();  // C back to the sentinel
+            plan->run_on(q, pool);
+            CHECK(c.max_violation() <= 1.0);
+          }
+          ++variant;
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("x86 gemm: small batched problems with a long K match the reference",
+          "[x86][gemm][k_split]") {
+  // 16x16x4096 is a K split on two threads; in a batch each item runs alone on one thread (the
+  // batch makes its plan for one thread).
+  REQUIRE(blocking({16, 16, 4096}, 2).tk == 2);
+  REQUIRE(blocking({16, 16, 4096}, 1).tk == 1);
+  kiln::ThreadPool pool2(2);
+  int seed = 0;
+  for (Isa isa : supported_isas()) {
+    for (bool a_batched : {true, false}) {
+      BatchedCase c({16, 16, 4096}, 5, a_batched, true,
+                    EpiKind{Activation::gelu, true, false, true}, uint32_t(8300 + seed++));
+      c.run(pool2, isa);
+      INFO(isa_name(isa) << " A batched " << a_batched);
+      CHECK(c.max_violation() <= 1.0);
+    }
+  }
+}
