@@ -11,6 +11,7 @@
 #include "jit/thread_pool.h"
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 using namespace kiln::x86;
@@ -114,6 +115,98 @@ TEST_CASE("x86 gemm: small batched problems with a long K match the reference",
       c.run(pool2, isa);
       INFO(isa_name(isa) << " A batched " << a_batched);
       CHECK(c.max_violation() <= 1.0);
+    }
+  }
+}
+
+namespace {
+
+// The K block lengths of a plan's direct kernels over all of an M x N C, in the plan's order;
+// empty if it runs any kernel other than those and the packed epilogue ones.
+std::vector<int64_t> direct_k_blocks(const GemmPlan& plan, const Shape& s) {
+  std::vector<int64_t> ks;
+  const std::string prefix =
+      "direct_avx2_M" + std::to_string(s.M) + "N" + std::to_string(s.N) + "K";
+  for (const KernelInfo& k : plan.kernels()) {
+    if (k.name.rfind("packed_", 0) == 0 && k.name.find("_acc") != std::string::npos) continue;
+    if (k.name.rfind(prefix, 0) != 0) return {};
+    ks.push_back(std::stoll(k.name.substr(prefix.size())));
+  }
+  return ks;
+}
+
+}  // namespace
+
+TEST_CASE("x86 gemm: direct_k takes a small C with a long K, on AVX2", "[x86][gemm][k_split]") {
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX2+FMA; direct_k selection test not run\n");
+    return;
+  }
+  auto blocks = [](Shape s, int threads, Layout la = Layout::row_major) {
+    Case c(s, la, Layout::row_major, EpiKind{Activation::relu, true, false, false}, 1);
+    return direct_k_blocks(*GemmPlan::make(c.problem(), Isa::avx2, threads, false, kZen3), s);
+  };
+  using Ks = std::vector<int64_t>;
+  // 8192 = 16 blocks of 512, 8 per thread; each thread's first block has its own kernel, the
+  // other threads' write a partial buffer (another C stride): K 512 listed for each.
+  CHECK(blocks({16, 16, 8192}, 2) == Ks{512, 512, 512, 512});
+  CHECK(blocks({16, 16, 8192}, 1) == Ks{512, 512});
+  // 2101 = 6 blocks (a multiple of the threads) of 351, the last 346.
+  CHECK(blocks({37, 45, 2101}, 2) == Ks{351, 351, 351, 351, 346});
+  CHECK(blocks({200, 24, 3000}, 2).size() > 0);  // N <= 32: up to 16384 elements of C
+  CHECK(blocks({64, 64, 1024}, 2).size() > 0);
+  CHECK(blocks({64, 64, 1024}, 4).size() > 0);
+  // Not: C too wide or too big, K under 1024 or 256 per thread, a transposed A, rows of B a
+  // page apart.
+  CHECK(blocks({96, 96, 4096}, 2).empty());
+  CHECK(blocks({16, 256, 4096}, 2).empty());
+  CHECK(blocks({1024, 32, 4096}, 2).empty());
+  CHECK(blocks({64, 64, 1000}, 2).empty());
+  CHECK(blocks({64, 64, 1024}, 8).empty());
+  CHECK(blocks({64, 64, 4096}, 2, Layout::transposed).empty());
+  if (isa_supported(Isa::avx512)) {
+    Case c({16, 16, 8192}, Layout::row_major, Layout::row_major, EpiKind{}, 1);
+    auto plan = GemmPlan::make(c.problem(), Isa::avx512, 2, false, kZen3);
+    for (const KernelInfo& k : plan->kernels()) CHECK(k.name.rfind("packed_", 0) == 0);
+  }
+}
+
+TEST_CASE("x86 gemm: direct_k adds its partial sums and applies the epilogue once",
+          "[x86][gemm][k_split]") {
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX2+FMA; direct_k differential test not run\n");
+    return;
+  }
+  // Edges of the epilogue's tiles (37 rows, 45 columns), a short last K block (2101), tall C
+  // with N <= 32, 9 rows (above the skinny path's 8).
+  const std::vector<Shape> shapes = {
+      {16, 16, 8192}, {37, 45, 2101}, {200, 24, 3000}, {9, 100, 4096}};
+  const Layout a_layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows,
+                              Layout::broadcast_row};
+  const Layout b_layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows};
+  const EpiKind epilogues[] = {EpiKind{}, EpiKind{Activation::gelu, true, true, true},
+                               EpiKind{Activation::relu, true, false, false},
+                               EpiKind{Activation::silu, false, false, true}};
+  kiln::ThreadPool pool1(1), pool2(2), pool3(3);
+  int variant = 0;
+  for (const Shape& s : shapes) {
+    for (int threads : {1, 2, 3}) {
+      for (Layout la : a_layouts) {
+        const Layout lb = b_layouts[variant % 3];
+        const EpiKind e = epilogues[variant % 4];
+        Case c(s, la, lb, e, uint32_t(8500 + variant));
+        auto plan = GemmPlan::make(c.problem(), Isa::avx2, threads, false, kZen3);
+        INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)
+                 << " B " << layout_name(lb) << " epilogue " << variant % 4);
+        REQUIRE_FALSE(direct_k_blocks(*plan, s).empty());  // else this would not test direct_k
+        for (kiln::ThreadPool* pool :
+             {&pool1, &pool2, &pool3, static_cast<kiln::ThreadPool*>(nullptr)}) {
+          const GemmProblem q = c.problem();  // C back to the sentinel
+          plan->run_on(q, pool);
+          CHECK(c.max_violation() <= 1.0);
+        }
+        ++variant;
+      }
     }
   }
 }

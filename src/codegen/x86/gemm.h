@@ -123,7 +123,8 @@ struct GemmStats {
   int64_t calls = 0;         // gemm / gemm_prepacked / each gemm_batched
   int64_t direct_calls = 0;  // unpacked, fully specialized kernels (small shapes; AVX2: also
                              // A and B with unit column stride and B in a fifth of L2, split
-                             // over M: direct_rows in gemm_driver.cpp)
+                             // over M: direct_rows in gemm_driver.cpp; or a small C and a long
+                             // K, split over K: direct_k in k_split.cpp)
   int64_t skinny_calls = 0;  // 2 <= M <= 8 (GEMV-like), unpacked, split over N
   int64_t stream_calls = 0;  // M = 1 (GEMV): B streamed row by row, split over N
   int64_t packed_calls = 0;  // BLIS path

@@ -6,26 +6,26 @@
 //   kernels over N chunks in parallel.
 //   direct_rows (AVX2): B in a fifth of L2, A and B with unit column stride: direct kernels over
 //   M chunks of whole row blocks in parallel (kDirectRowsBShare).
+//   direct_k (AVX2, k_split.cpp): a small C and a long K: direct kernels over K blocks, the
+//   blocks split over the threads, partial sums added after them.
 //   packed: BLIS blocking (blocking.h: KC, MC and NC from the L2 size). One task per
 //           thread owns a block of C (threads split M when each gets >= 16 row tiles, else N) and
 //           packs privately, with no barriers: B per KC x NC block read row by row into [kc][NR]
 //           panels (or taken from a PackedB), A per MC x KC block; then the microkernel over
 //           (B panel, A micro-panel) pairs, the B panel staying in L1/L2 across the A panels.
 //           With small M and N and a long K the tasks split K instead (blocking.cpp's cost
-//           model): each covers all of C over a run of K blocks, the tasks after the first into
-//           partial buffers that a second pass adds into C before the epilogue.
+//           model; the sums as direct_k's, k_split.cpp).
 // A GemmPlan resolves the path, blocking and every kernel once; run() only does pointer math.
 #include "codegen/x86/blocking.h"
 #include "codegen/x86/cpu_info.h"
 #include "codegen/x86/gemm.h"
+#include "codegen/x86/gemm_plan.h"
 #include "codegen/x86/generators.h"
 #include "codegen/x86/kernel_registry.h"
 #include "codegen/x86/pack.h"
 #include "jit/thread_pool.h"
 #include "support/check.h"
 #include "support/thread_counters.h"
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -73,8 +73,6 @@ enum CallCount : size_t { kEmpty, kDirect, kSkinny, kStream, kPacked, kCallCount
 constinit ThreadCounters<kCallCountFields> g_call_counts;
 constexpr int64_t kFloatsPerLine = 16;
 
-enum class Path : uint8_t { empty, direct, direct_rows, skinny, stream, packed };
-
 // Stream (GEMV) chunks: at most this many columns (C's chunk stays in L1), at least kStreamMin
 // per thread's share so that small N is not split into slivers.
 constexpr int64_t kStreamMaxCols = 4096;
@@ -96,6 +94,8 @@ bool stream_fits(const GemmProblem& p) {
          5 * mag(p.b.row_stride) + p.N + 64 < (int64_t{1} << 28) &&
          4 * mag(p.a.col_stride) < (int64_t{1} << 28);
 }
+
+}  // namespace
 
 KernelDesc epilogue_desc(const GemmProblem& p, Isa isa) {
   KernelDesc d;
@@ -123,57 +123,43 @@ KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t row
   return d;
 }
 
-}  // namespace
+void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
+  if (pool && n > 1)
+    pool->parallel_for(n, 1, fn);
+  else
+    fn(0, n);
+}
 
 void PackedB::FreeDeleter::operator()(float* p) const { std::free(p); }
 
-struct GemmPlan::Impl {
-  Path path = Path::empty;
-  Isa isa = Isa::avx2;
-  int64_t M = 0, N = 0, K = 0;
-  std::vector<const Kernel*> used;  // registry entries live as long as the process
-  // direct
-  const Kernel* direct = nullptr;
-  bool copy_b = false;  // B's columns are not unit-stride: copy B row-major first
-  // direct_rows: M in chunks of `chunk` rows (one per thread), kernels by [last chunk]
-  const Kernel* direct_rows[2] = {};
-  // skinny: N in chunks (one per thread), K in blocks (so each pass over B stays within a few
-  // hundred pages); kernels by [last chunk][K block kind: first, middle, last, only].
-  int64_t chunk = 0, nchunks = 0, kb = 0, nkb = 0;
-  const Kernel* skinny[2][4] = {};
-  // stream: N in chunks, kernels by [last chunk]
-  const Kernel* stream[2] = {};
-  // packed
-  // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
-  // [tj * npanels / tn, ...), and packs privately what it needs (no barriers): B per (KC x NC)
-  // block, panel by panel just before its first use; A per (MC x KC) block.
-  PackedBlocking blk;
-  const Kernel* kern[2][2][2][2] = {};  // [accumulate][last][m edge][n edge]
+void GemmPlan::Impl::use_packed(const KernelDesc& base, int acc, int last) {
+  const int64_t m_edge = M % blk.MR, n_edge = N % blk.NR;
+  for (int me = 0; me < 2; ++me) {
+    if (me ? !m_edge : M < blk.MR) continue;
+    for (int ne = 0; ne < 2; ++ne) {
+      if (ne ? !n_edge : N < blk.NR) continue;
+      KernelDesc d = base;
+      d.kind = KernelKind::packed;
+      d.MR = blk.MR;
+      d.NR = blk.NR;
+      d.rows = me ? m_edge : blk.MR;
+      d.cols = ne ? n_edge : blk.NR;
+      d.accumulate = acc;
+      d.last = last;
+      if (!last) d.has_bias = d.has_scale = d.act = d.has_residual = 0;
+      kern[acc][last][me][ne] = use(d);
+    }
+  }
+}
 
-  const Kernel* use(const KernelDesc& d) {
-    const Kernel& k = get_kernel(d);
-    // A last chunk as wide as the others reuses their kernel: listed once.
-    if (std::find(used.begin(), used.end(), &k) == used.end()) used.push_back(&k);
-    return &k;
-  }
-  void run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
-  // The common small call, inlined into GemmPlan::run: the direct kernel with no further call,
-  // frame or path switch (a 16^3 GEMM takes ~50 ns, and those were ~10% of it). False when p
-  // takes run().
-  [[gnu::always_inline]] bool run_direct_fast(const GemmProblem& p) const {
-    if (path != Path::direct || copy_b || p.M != M || p.N != N || p.K != K) return false;
-    g_call_counts.add(kDirect);
-    const KernelArgs args{p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
-    direct->fn(&args, p.a.data, p.b.data, p.c);
-    return true;
-  }
-  void run_direct(const GemmProblem& p) const;
-  void run_direct_rows(const GemmProblem& p, ThreadPool* pool) const;
-  void run_skinny(const GemmProblem& p, ThreadPool* pool) const;
-  void run_stream(const GemmProblem& p, ThreadPool* pool) const;
-  void run_packed(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
-  void reduce_k_split(const GemmProblem& p, const float* partials, ThreadPool* pool) const;
-};
+// A 16^3 GEMM takes ~50 ns; a further call, frame and path switch were ~10% of it.
+[[gnu::always_inline]] inline bool GemmPlan::Impl::run_direct_fast(const GemmProblem& p) const {
+  if (path != Path::direct || copy_b || p.M != M || p.N != N || p.K != K) return false;
+  g_call_counts.add(kDirect);
+  const KernelArgs args{p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
+  direct->fn(&args, p.a.data, p.b.data, p.c);
+  return true;
+}
 
 GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GemmPlan::~GemmPlan() = default;
@@ -185,25 +171,6 @@ std::vector<KernelInfo> GemmPlan::kernels() const {
   }
   return infos;
 }
-
-namespace {
-
-// c[0, n) += x[0, n) (the K split's partial sums; kernels run only where AVX2 does).
-__attribute__((target("avx"))) void add_row(float* c, const float* x, int64_t n) {
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(c + j, _mm256_add_ps(_mm256_loadu_ps(c + j), _mm256_loadu_ps(x + j)));
-  for (; j < n; ++j) c[j] += x[j];
-}
-
-void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
-  if (pool && n > 1)
-    pool->parallel_for(n, 1, fn);
-  else
-    fn(0, n);
-}
-
-}  // namespace
 
 std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, int threads,
                                                bool prepacked_b) {
@@ -304,37 +271,29 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 
+  // direct_k (k_split.cpp): a small C and a long K, A's and B's rows runs, on AVX2 (AVX-512's
+  // direct tiles unmeasured here).
+  if (!prepacked_b && isa == Isa::avx2 && b_unit && p.a.col_stride == 1 && !p.dynamic_m &&
+      !p.dynamic_nk && direct_k_fits(p.M, p.N, p.K, T) &&
+      std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
+      direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
+    s.plan_direct_k(p, base, T);
+    return std::make_shared<GemmPlan>(std::move(impl));
+  }
+
   // BLIS blocking from the cache sizes.
   s.path = Path::packed;
   s.blk = packed_blocking(p.M, p.N, p.K, isa, threads, prepacked_b, caches);
   const PackedBlocking& b = s.blk;
-  const int64_t m_edge = p.M % b.MR, n_edge = p.N % b.NR;
   const bool has_epilogue = base.has_bias || base.has_scale || base.act || base.has_residual;
   for (int acc = 0; acc < 2; ++acc) {
     for (int last = 0; last < 2; ++last) {
-      // One K block: (first, last). Two: (first), (acc, last). More: also (acc, not last).
+      // One K block: (first, last). Two: (first), (acc, last). More: also (acc, not last). K
+      // split: (first), (acc), and (acc, last) for an epilogue after the sum.
       const bool needed = b.tk > 1     ? !last || (acc && has_epilogue)
                           : b.npc == 1 ? (!acc && last)
                                        : !(!acc && last) && (b.npc > 2 || acc == last);
-      if (!needed) continue;
-      for (int me = 0; me < 2; ++me) {
-        if (me && !m_edge) continue;
-        if (!me && p.M < b.MR) continue;
-        for (int ne = 0; ne < 2; ++ne) {
-          if (ne && !n_edge) continue;
-          if (!ne && p.N < b.NR) continue;
-          KernelDesc d = base;
-          d.kind = KernelKind::packed;
-          d.MR = b.MR;
-          d.NR = b.NR;
-          d.rows = me ? m_edge : b.MR;
-          d.cols = ne ? n_edge : b.NR;
-          d.accumulate = acc;
-          d.last = last;
-          if (!last) d.has_bias = d.has_scale = d.act = d.has_residual = 0;
-          s.kern[acc][last][me][ne] = s.use(d);
-        }
-      }
+      if (needed) s.use_packed(base, acc, last);
     }
   }
   return std::make_shared<GemmPlan>(std::move(impl));
@@ -500,41 +459,6 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
   if (tk > 1) reduce_k_split(p, partials, pool);
 }
 
-// After a K split: C += the partial buffers, then the epilogue, in place (the last-block kernels
-// over no K steps: C = epilogue(C + nothing)), over row tiles in parallel.
-void GemmPlan::Impl::reduce_k_split(const GemmProblem& p, const float* partials,
-                                    ThreadPool* pool) const {
-  const int64_t MR = blk.MR, NR = blk.NR, mtiles = blk.mtiles, npanels = blk.npanels, tk = blk.tk;
-  const bool epilogue =
-      kern[1][1][0][0] || kern[1][1][1][0] || kern[1][1][0][1] || kern[1][1][1][1];
-  const int64_t chunks = std::min(tk, mtiles);
-  parallel(pool, chunks, [&](int64_t begin, int64_t end) {
-    KernelArgs args{};
-    args.ldc_bytes = p.ldc * 4;
-    args.ldr_bytes = p.epi.ld_residual * 4;
-    args.scale = p.epi.scale;
-    args.kc = 0;
-    for (int64_t ch = begin; ch < end; ++ch) {
-      const int64_t r0 = ch * mtiles / chunks * MR,
-                    r1 = std::min(M, (ch + 1) * mtiles / chunks * MR);
-      for (int64_t i = r0; i < r1; ++i)
-        for (int64_t kt = 1; kt < tk; ++kt)
-          add_row(p.c + i * p.ldc, partials + (kt - 1) * M * N + i * N, N);
-      if (!epilogue) continue;
-      for (int64_t i = r0; i < r1; i += MR) {
-        const int me = r1 - i < MR;
-        for (int64_t jp = 0; jp < npanels; ++jp) {
-          const int64_t j0 = jp * NR;
-          const int ne = N - j0 < NR;
-          args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
-          args.residual = p.epi.residual ? p.epi.residual + i * p.epi.ld_residual + j0 : nullptr;
-          kern[1][1][me][ne]->fn(&args, partials, partials, p.c + i * p.ldc + j0);
-        }
-      }
-    }
-  });
-}
-
 void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const {
   KILN_CHECK(p.M == M && p.N == N && p.K == K) << "GemmPlan for " << M << "x" << N << "x" << K
                                                << " run on " << p.M << "x" << p.N << "x" << p.K;
@@ -548,6 +472,9 @@ void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* 
     case Path::direct_rows:
       g_call_counts.add(kDirect);
       return run_direct_rows(p, pool);
+    case Path::direct_k:
+      g_call_counts.add(kDirect);
+      return run_direct_k(p, pool);
     case Path::skinny:
       g_call_counts.add(kSkinny);
       return run_skinny(p, pool);

@@ -1,0 +1,81 @@
+// The GEMM plan's internals (gemm_driver.cpp makes plans and runs most paths; k_split.cpp plans
+// direct_k and runs both K splits): a problem resolved once to a path, its blocking and kernels.
+#pragma once
+
+#include "codegen/x86/blocking.h"
+#include "codegen/x86/gemm.h"
+#include "codegen/x86/kernel_registry.h"
+#include "jit/thread_pool.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace kiln::x86 {
+
+enum class Path : uint8_t { empty, direct, direct_rows, direct_k, skinny, stream, packed };
+
+struct GemmPlan::Impl {
+  Path path = Path::empty;
+  Isa isa = Isa::avx2;
+  int64_t M = 0, N = 0, K = 0;
+  std::vector<const Kernel*> used;  // registry entries live as long as the process
+  // direct
+  const Kernel* direct = nullptr;
+  bool copy_b = false;  // B's columns are not unit-stride: copy B row-major first
+  // direct_rows: M in chunks of `chunk` rows (one per thread), kernels by [last chunk]
+  const Kernel* direct_rows[2] = {};
+  // direct_k: blk.tk tasks over runs of blk.npc K blocks of blk.KC (the last one last_kb), all
+  // of C each; kernels by [target: C, partial buffer][first block of a task][last K block].
+  int64_t last_kb = 0;
+  const Kernel* direct_k[2][2][2] = {};
+  // Whether K block pc takes the kernels of the last, shorter, block.
+  int direct_k_last(int64_t pc) const { return pc == blk.npc - 1 && last_kb != blk.KC; }
+  // skinny: N in chunks (one per thread), K in blocks (so each pass over B stays within a few
+  // hundred pages); kernels by [last chunk][K block kind: first, middle, last, only].
+  int64_t chunk = 0, nchunks = 0, kb = 0, nkb = 0;
+  const Kernel* skinny[2][4] = {};
+  // stream: N in chunks, kernels by [last chunk]
+  const Kernel* stream[2] = {};
+  // packed
+  // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
+  // [tj * npanels / tn, ...), and packs privately what it needs (no barriers): B per (KC x NC)
+  // block, panel by panel just before its first use; A per (MC x KC) block.
+  PackedBlocking blk;
+  const Kernel* kern[2][2][2][2] = {};  // [accumulate][last][m edge][n edge]
+
+  const Kernel* use(const KernelDesc& d) {
+    const Kernel& k = get_kernel(d);
+    // A last chunk as wide as the others reuses their kernel: listed once.
+    if (std::find(used.begin(), used.end(), &k) == used.end()) used.push_back(&k);
+    return &k;
+  }
+  void run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
+  // The common small call, inlined into GemmPlan::run: the direct kernel with no further call,
+  // frame or path switch. False when p takes run().
+  bool run_direct_fast(const GemmProblem& p) const;
+  void run_direct(const GemmProblem& p) const;
+  void run_direct_rows(const GemmProblem& p, ThreadPool* pool) const;
+  void run_skinny(const GemmProblem& p, ThreadPool* pool) const;
+  void run_stream(const GemmProblem& p, ThreadPool* pool) const;
+  void run_packed(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
+  void run_direct_k(const GemmProblem& p, ThreadPool* pool) const;
+  // After a K split (packed or direct_k): C += the partial buffers, then the epilogue.
+  void reduce_k_split(const GemmProblem& p, const float* partials, ThreadPool* pool) const;
+  // Plans the direct_k path (k_split.cpp); base: the problem's epilogue.
+  void plan_direct_k(const GemmProblem& p, const KernelDesc& base, int64_t threads);
+  // kern[acc][last][m edge][n edge] for each edge this problem has (blk's MR, NR).
+  void use_packed(const KernelDesc& base, int acc, int last);
+};
+
+// fn over [0, n) on the pool (one task per index), or on this thread when pool is null.
+void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn);
+// The descriptor fields of p's epilogue (bias, scale, activation, residual).
+KernelDesc epilogue_desc(const GemmProblem& p, Isa isa);
+// A direct kernel over rows x cols of p with K steps, B's rows b_rs apart.
+KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t rows, int64_t cols,
+                       int64_t K, int64_t b_rs);
+// Whether direct_k (small C, a long K; k_split.cpp) suits an M x N x K problem on T threads.
+bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T);
+
+}  // namespace kiln::x86

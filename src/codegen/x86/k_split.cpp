@@ -1,0 +1,122 @@
+// The K splits: the packed path's (blocking.cpp: k_split_blocking) and direct_k. Each task sums
+// a run of K blocks over all of C, the tasks after the first into partial buffers of M x N; a
+// second pass adds the partials into C and applies the epilogue in place, with the packed
+// last-block kernels over no K steps (C = epilogue(C + nothing)).
+#include "codegen/x86/gemm_plan.h"
+#include "codegen/x86/pack.h"
+
+#include <immintrin.h>
+
+namespace kiln::x86 {
+
+namespace {
+
+// direct_k: direct kernels (unpacked, fully specialized) over K blocks of about kDirectKBlock,
+// the blocks split evenly over the threads. Measured on the Zen 3 (AVX2), paired against the
+// packed path (with its K split), 2 threads and 1: 16x16x8192 2.02-2.16x, 32x32x8192 1.27-1.33x,
+// 64x64x4096 1.08-1.22x, 40x40x4096 1.07-1.28x, 32x128x4096 1.03-1.20x, 64x64x1024 1.01-1.14x,
+// 48x48x1024 1.00-1.12x, 37x45x2100 1.11-1.19x; N <= 32 with more rows: 128x32x4096 1.17-1.35x,
+// 512x32x4096 1.13-1.21x, 1024x16x4096 1.39-1.58x. Past the rule: 96x96x4096 0.95-0.96x,
+// 64x128x4096 0.90-0.92x, 128x64x4096 0.99-1.00x, 16x256x4096 0.90-1.18x (two runs). Below K
+// 1024 (or 256 per thread) the packed path or direct_rows; transposed A, unmeasured: packed.
+constexpr int64_t kDirectKBlock = 512;
+
+// c[0, n) += x[0, n) (partial sums; x86 kernels run only where AVX2 does).
+__attribute__((target("avx"))) void add_row(float* c, const float* x, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(c + j, _mm256_add_ps(_mm256_loadu_ps(c + j), _mm256_loadu_ps(x + j)));
+  for (; j < n; ++j) c[j] += x[j];
+}
+
+}  // namespace
+
+bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T) {
+  return ((M * N <= 4096 && N <= 128) || (N <= 32 && M * N <= 16384)) &&
+         K >= std::max<int64_t>(1024, 256 * T);
+}
+
+void GemmPlan::Impl::plan_direct_k(const GemmProblem& p, const KernelDesc& base, int64_t threads) {
+  path = Path::direct_k;
+  blk.MR = packed_mr(isa);
+  blk.NR = packed_nr(isa);
+  blk.mtiles = ceil_div(p.M, blk.MR);
+  blk.npanels = ceil_div(p.N, blk.NR);
+  blk.tk = std::max<int64_t>(1, threads);
+  blk.npc = round_up(ceil_div(p.K, kDirectKBlock), blk.tk);
+  blk.KC = ceil_div(p.K, blk.npc);
+  last_kb = p.K - (blk.npc - 1) * blk.KC;
+  const KernelDesc plain = epilogue_desc(GemmProblem{}, isa);
+  for (int64_t kt = 0; kt < blk.tk; ++kt) {
+    const int target = kt > 0;
+    GemmProblem q = p;
+    if (target) q.ldc = p.N;  // a partial buffer
+    const int64_t pc0 = kt * blk.npc / blk.tk, pc1 = (kt + 1) * blk.npc / blk.tk;
+    for (int64_t pc = pc0; pc < pc1; ++pc) {
+      const int first = pc == pc0, last = direct_k_last(pc);
+      if (direct_k[target][first][last]) continue;
+      KernelDesc d = direct_desc(plain, q, p.M, p.N, last ? last_kb : blk.KC, p.b.row_stride);
+      d.accumulate = !first;
+      d.last = 0;
+      direct_k[target][first][last] = use(d);
+    }
+  }
+  if (base.has_bias || base.has_scale || base.act || base.has_residual) use_packed(base, 1, 1);
+}
+
+void GemmPlan::Impl::run_direct_k(const GemmProblem& p, ThreadPool* pool) const {
+  const int64_t tk = blk.tk, npc = blk.npc, KC = blk.KC;
+  float* partials =
+      tk > 1 ? thread_scratch(ScratchSlot::k_partial, size_t((tk - 1) * M * N)) : nullptr;
+  parallel(pool, tk, [&](int64_t begin, int64_t end) {
+    for (int64_t kt = begin; kt < end; ++kt) {
+      const int target = kt > 0;
+      float* c = target ? partials + (kt - 1) * M * N : p.c;
+      const int64_t pc0 = kt * npc / tk, pc1 = (kt + 1) * npc / tk;
+      for (int64_t pc = pc0; pc < pc1; ++pc) {
+        const int last = direct_k_last(pc);
+        const int64_t k0 = pc * KC;
+        const KernelArgs args{nullptr, nullptr, last ? last_kb : KC, 0, 0, 1.0f};
+        direct_k[target][pc == pc0][last]->fn(&args, p.a.data + k0, p.b.data + k0 * p.b.row_stride,
+                                              c);
+      }
+    }
+  });
+  reduce_k_split(p, partials, pool);
+}
+
+// Over row tiles in parallel.
+void GemmPlan::Impl::reduce_k_split(const GemmProblem& p, const float* partials,
+                                    ThreadPool* pool) const {
+  const int64_t MR = blk.MR, NR = blk.NR, mtiles = blk.mtiles, npanels = blk.npanels, tk = blk.tk;
+  const bool epilogue =
+      kern[1][1][0][0] || kern[1][1][1][0] || kern[1][1][0][1] || kern[1][1][1][1];
+  const int64_t chunks = std::min(tk, mtiles);
+  parallel(pool, chunks, [&](int64_t begin, int64_t end) {
+    KernelArgs args{};
+    args.ldc_bytes = p.ldc * 4;
+    args.ldr_bytes = p.epi.ld_residual * 4;
+    args.scale = p.epi.scale;
+    args.kc = 0;
+    for (int64_t ch = begin; ch < end; ++ch) {
+      const int64_t r0 = ch * mtiles / chunks * MR,
+                    r1 = std::min(M, (ch + 1) * mtiles / chunks * MR);
+      for (int64_t i = r0; i < r1; ++i)
+        for (int64_t kt = 1; kt < tk; ++kt)
+          add_row(p.c + i * p.ldc, partials + (kt - 1) * M * N + i * N, N);
+      if (!epilogue) continue;
+      for (int64_t i = r0; i < r1; i += MR) {
+        const int me = r1 - i < MR;
+        for (int64_t jp = 0; jp < npanels; ++jp) {
+          const int64_t j0 = jp * NR;
+          const int ne = N - j0 < NR;
+          args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
+          args.residual = p.epi.residual ? p.epi.residual + i * p.epi.ld_residual + j0 : nullptr;
+          kern[1][1][me][ne]->fn(&args, partials, partials, p.c + i * p.ldc + j0);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace kiln::x86
