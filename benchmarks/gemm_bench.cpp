@@ -52,13 +52,16 @@ const std::vector<Shape> kShapes = {{"2048^3", 2048, 2048, 2048, false},
                                     {"1x4096x4096", 1, 4096, 4096, false}};
 
 // --more: shapes outside the list where a blocking, path or thread pool change showed
-// (mid sizes, a few rows against a wide B), on the benchmark's thread count (--threads=1 for 1).
+// (mid sizes, a few rows against a wide B, a small C with a long K), on the benchmark's thread
+// count (--threads=1 for 1).
 const std::vector<Shape> kMoreShapes = {
     {"100^3", 100, 100, 100, false},         {"200^3", 200, 200, 200, false},
     {"120x64x256", 120, 64, 256, false},     {"4x4096x1024", 4, 4096, 1024, false},
     {"8x4096x1024", 8, 4096, 1024, false},   {"24x4096x1024", 24, 4096, 1024, false},
     {"16x1024x1024", 16, 1024, 1024, false}, {"8x1000x1000", 8, 1000, 1000, false},
-    {"48x4096x1024", 48, 4096, 1024, false}};
+    {"48x4096x1024", 48, 4096, 1024, false}, {"16x16x8192", 16, 16, 8192, false},
+    {"64x64x4096", 64, 64, 4096, false},     {"64x48x4096", 64, 48, 4096, false},
+    {"128x128x4096", 128, 128, 4096, false}};
 
 struct Operands {
   std::vector<float> a, b, c, bias;

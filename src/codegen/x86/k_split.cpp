@@ -85,12 +85,13 @@ void GemmPlan::Impl::run_direct_k(const GemmProblem& p, ThreadPool* pool) const 
   reduce_k_split(p, partials, pool);
 }
 
-// Over row tiles in parallel.
+// Over the row tiles in parallel; nothing to do for one task without an epilogue.
 void GemmPlan::Impl::reduce_k_split(const GemmProblem& p, const float* partials,
                                     ThreadPool* pool) const {
   const int64_t MR = blk.MR, NR = blk.NR, mtiles = blk.mtiles, npanels = blk.npanels, tk = blk.tk;
   const bool epilogue =
       kern[1][1][0][0] || kern[1][1][1][0] || kern[1][1][0][1] || kern[1][1][1][1];
+  if (tk == 1 && !epilogue) return;
   const int64_t chunks = std::min(tk, mtiles);
   parallel(pool, chunks, [&](int64_t begin, int64_t end) {
     KernelArgs args{};
@@ -112,7 +113,8 @@ void GemmPlan::Impl::reduce_k_split(const GemmProblem& p, const float* partials,
           const int ne = N - j0 < NR;
           args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
           args.residual = p.epi.residual ? p.epi.residual + i * p.epi.ld_residual + j0 : nullptr;
-          kern[1][1][me][ne]->fn(&args, partials, partials, p.c + i * p.ldc + j0);
+          // No K steps: the A and B pointers are not read.
+          kern[1][1][me][ne]->fn(&args, p.c, p.c, p.c + i * p.ldc + j0);
         }
       }
     }
