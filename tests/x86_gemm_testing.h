@@ -284,4 +284,17 @@ class BatchedCase {
   std::vector<float> a_, b_, c_, res_, bias_;
 };
 
+// Runs `plan` for c's problem on pools of 1, 2 and 3 threads and on none (gemm_batched's way),
+// C back to the sentinel each time, whatever threads the plan was made for: the worst
+// max_violation() of the four runs.
+inline double worst_on_every_pool(const GemmPlan& plan, Case& c) {
+  static ThreadPool pool1(1), pool2(2), pool3(3);
+  double worst = 0;
+  for (ThreadPool* pool : {&pool1, &pool2, &pool3, static_cast<ThreadPool*>(nullptr)}) {
+    plan.run_on(c.problem(), pool);
+    worst = std::max(worst, c.max_violation());
+  }
+  return worst;
+}
+
 }  // namespace kiln::x86::testing

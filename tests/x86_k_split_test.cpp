@@ -70,7 +70,6 @@ TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue on
   const EpiKind epilogues[] = {EpiKind{}, EpiKind{Activation::gelu, true, true, true},
                                EpiKind{Activation::relu, true, false, false},
                                EpiKind{Activation::silu, false, false, true}};
-  kiln::ThreadPool pool1(1), pool2(2), pool3(3);
   int variant = 0;
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
@@ -85,14 +84,9 @@ TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue on
           Case c(s, la, lb, e, uint32_t(8100 + variant));
           auto plan = GemmPlan::make(c.problem(), isa, threads, false, kZen3);
           INFO("A " << layout_name(la) << " B " << layout_name(lb) << " epilogue " << variant % 4);
-          // On pools of other sizes than the plan's and on none (gemm_batched's way): every K
-          // range still runs once, and the partials are added once.
-          for (kiln::ThreadPool* pool :
-               {&pool1, &pool2, &pool3, static_cast<kiln::ThreadPool*>(nullptr)}) {
-            const GemmProblem q = c.problem();  // C back to the sentinel
-            plan->run_on(q, pool);
-            CHECK(c.max_violation() <= 1.0);
-          }
+          // On pools of other sizes than the plan's, and none: every K range still runs once,
+          // and the partials are added once.
+          CHECK(worst_on_every_pool(*plan, c) <= 1.0);
           ++variant;
         }
       }
@@ -187,7 +181,6 @@ TEST_CASE("x86 gemm: direct_k adds its partial sums and applies the epilogue onc
   const EpiKind epilogues[] = {EpiKind{}, EpiKind{Activation::gelu, true, true, true},
                                EpiKind{Activation::relu, true, false, false},
                                EpiKind{Activation::silu, false, false, true}};
-  kiln::ThreadPool pool1(1), pool2(2), pool3(3);
   int variant = 0;
   for (const Shape& s : shapes) {
     for (int threads : {1, 2, 3}) {
@@ -199,12 +192,7 @@ TEST_CASE("x86 gemm: direct_k adds its partial sums and applies the epilogue onc
         INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)
                  << " B " << layout_name(lb) << " epilogue " << variant % 4);
         REQUIRE_FALSE(direct_k_blocks(*plan, s).empty());  // else this would not test direct_k
-        for (kiln::ThreadPool* pool :
-             {&pool1, &pool2, &pool3, static_cast<kiln::ThreadPool*>(nullptr)}) {
-          const GemmProblem q = c.problem();  // C back to the sentinel
-          plan->run_on(q, pool);
-          CHECK(c.max_violation() <= 1.0);
-        }
+        CHECK(worst_on_every_pool(*plan, c) <= 1.0);
         ++variant;
       }
     }
