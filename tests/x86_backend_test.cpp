@@ -65,8 +65,8 @@ void check_linear_gelu_residual(int64_t m, int64_t k, int64_t n) {
 
 TEST_CASE("linear + bias + gelu + residual runs as one x86 kernel", "[x86][backend]") {
   check_linear_gelu_residual(37, 64, 48);
-  // Long K: partial sums added before the epilogue (on AVX2, direct_k; on two threads the
-  // second is the packed path's K split).
+  // Long K: partial sums added before the epilogue (on AVX2 the first is direct_k; on a pool of
+  // two threads and a 512 KiB L2 the second is the packed path's K split).
   check_linear_gelu_residual(40, 3000, 24);
   check_linear_gelu_residual(128, 4096, 96);
 }

@@ -109,6 +109,7 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
                   REQUIRE(b.tm * b.tn == 1);
                   REQUIRE(b.npc % b.tk == 0);
                   REQUIRE(K / b.tk >= 512);
+                  REQUIRE((b.tk - 1) * M * N * 4 <= m.caches.l2_bytes);
                 }
                 REQUIRE(b.tn <= b.npanels);
                 REQUIRE(b.KC % 4 == 0);

@@ -53,6 +53,12 @@ TEST_CASE("x86 blocking: K is split where the cost model prefers it", "[x86][blo
   }
   CHECK(blocking({64, 64, 4096}, 1).tk == 1);
   CHECK(blocking({64, 64, 4096}, 2, Isa::avx2, true).tk == 1);
+  // The partial buffers stay within one core's L2: 128x128 takes 64 KiB each, 8 of them on 16
+  // threads; a big C is never split, whatever the threads (1 GB of partials at 4096^2 on 16).
+  CHECK(blocking({128, 128, 65536}, 16).tk == 9);
+  CHECK(k_split_tasks(128, 128, 16, kZen3) == 9);
+  CHECK(blocking({4096, 4096, 8192}, 16).tk == 1);
+  CHECK(blocking({2048, 16384, 4096}, 8).tk == 1);
 }
 
 TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue once",
@@ -61,10 +67,12 @@ TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue on
     std::printf("SKIPPED: this CPU runs no kiln x86 kernels; K split test not run\n");
     return;
   }
-  // Edge tiles in M and N (37 = 6 * 6 + 1, 45 = 2 * 16 + 13), a K block past the last full one
-  // (2100), one column panel, three tasks' worth of K.
+  // Edge tiles in M and N for both ISAs' tiles (100 = 16 * 6 + 4 = 7 * 14 + 2, 45 = 2 * 16 + 13),
+  // a shorter last K block (2100 over 6 blocks of 352), a few rows against a wider C (the
+  // few_rows KC on AVX2). All past direct_k's rule (C of more than 4096 elements, or more than 128
+  // columns), so the packed path's split runs.
   const std::vector<Shape> shapes = {
-      {64, 48, 4096}, {37, 45, 2100}, {16, 16, 8192}, {24, 40, 3000}};
+      {100, 45, 4096}, {70, 70, 2100}, {24, 200, 3000}, {40, 150, 3000}};
   const Layout layouts[] = {Layout::row_major, Layout::transposed, Layout::strided, Layout::padded,
                             Layout::reversed_rows};
   const EpiKind epilogues[] = {EpiKind{}, EpiKind{Activation::gelu, true, true, true},
@@ -79,11 +87,12 @@ TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue on
                            << " tk " << b.tk << " KC " << b.KC << " blocks " << b.npc);
         REQUIRE(b.tk == threads);  // otherwise this test would not test the split
         for (Layout la : layouts) {
-          const Layout lb = layouts[(variant + 1) % 5];
+          const Layout lb = layouts[(variant + variant / 5 + 1) % 5];
           const EpiKind e = epilogues[variant % 4];
           Case c(s, la, lb, e, uint32_t(8100 + variant));
           auto plan = GemmPlan::make(c.problem(), isa, threads, false, kZen3);
           INFO("A " << layout_name(la) << " B " << layout_name(lb) << " epilogue " << variant % 4);
+          for (const KernelInfo& k : plan->kernels()) REQUIRE(k.name.rfind("packed_", 0) == 0);
           // On pools of other sizes than the plan's, and none: every K range still runs once,
           // and the partials are added once.
           CHECK(worst_on_every_pool(*plan, c) <= 1.0);
@@ -96,10 +105,8 @@ TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue on
 
 TEST_CASE("x86 gemm: small batched problems with a long K match the reference",
           "[x86][gemm][k_split]") {
-  // 16x16x4096 is a K split on two threads; in a batch each item runs alone on one thread (the
-  // batch makes its plan for one thread).
-  REQUIRE(blocking({16, 16, 4096}, 2).tk == 2);
-  REQUIRE(blocking({16, 16, 4096}, 1).tk == 1);
+  // A K split on two threads alone (direct_k on AVX2); a batch runs each item on one thread, with
+  // a plan made for one thread (a plan for two would be as correct there, only slower).
   kiln::ThreadPool pool2(2);
   int seed = 0;
   for (Isa isa : supported_isas()) {
@@ -145,8 +152,8 @@ TEST_CASE("x86 gemm: direct_k takes a small C with a long K, on AVX2", "[x86][ge
   // other threads' write a partial buffer (another C stride): K 512 listed for each.
   CHECK(blocks({16, 16, 8192}, 2) == Ks{512, 512, 512, 512});
   CHECK(blocks({16, 16, 8192}, 1) == Ks{512, 512});
-  // 2101 = 6 blocks (a multiple of the threads) of 351, the last 346.
-  CHECK(blocks({37, 45, 2101}, 2) == Ks{351, 351, 351, 351, 346});
+  // 2101 = 6 blocks (a multiple of the threads) of 350, the last 351.
+  CHECK(blocks({37, 45, 2101}, 2) == Ks{350, 350, 350, 350, 351});
   CHECK(blocks({200, 24, 3000}, 2).size() > 0);  // N <= 32: up to 16384 elements of C
   CHECK(blocks({64, 64, 1024}, 2).size() > 0);
   CHECK(blocks({64, 64, 1024}, 4).size() > 0);
@@ -157,6 +164,15 @@ TEST_CASE("x86 gemm: direct_k takes a small C with a long K, on AVX2", "[x86][ge
   CHECK(blocks({1024, 32, 4096}, 2).empty());
   CHECK(blocks({64, 64, 1000}, 2).empty());
   CHECK(blocks({64, 64, 1024}, 8).empty());
+  // Many threads: K 66305 over 259 blocks (one a thread) of 256, the last 257 (rounded up, 257
+  // each would have left the last block at -1 of K).
+  CHECK(blocks({16, 16, 66305}, 259) == Ks{256, 256, 257});
+  {
+    Case c({16, 16, 66305}, Layout::row_major, Layout::row_major, EpiKind{}, 2);
+    auto plan = GemmPlan::make(c.problem(), Isa::avx2, 259, false, kZen3);
+    plan->run_on(c.problem(), nullptr);
+    CHECK(c.max_violation() <= 1.0);
+  }
   CHECK(blocks({64, 64, 4096}, 2, Layout::transposed).empty());
   if (isa_supported(Isa::avx512)) {
     Case c({16, 16, 8192}, Layout::row_major, Layout::row_major, EpiKind{}, 1);

@@ -60,20 +60,29 @@ double task_cost(const PackedBlocking& b, int64_t M, int64_t N, int64_t K) {
 
 }  // namespace
 
-// The one-thread blocking with its K blocks split evenly over min(T, K / kKSplitMinK) tasks
-// (tk = 1: K too short to split).
+int64_t k_split_tasks(int64_t M, int64_t N, int threads, const CacheSizes& caches) {
+  const int64_t c_bytes = std::max<int64_t>(1, M * N * 4);
+  return std::clamp<int64_t>(1 + caches.l2_bytes / c_bytes, 1, std::max(1, threads));
+}
+
+// The one-thread blocking with its K blocks split evenly over min(k_split_tasks, K /
+// kKSplitMinK) tasks (tk = 1: K too short, or C too big, to split).
 PackedBlocking k_split_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
                                 const CacheSizes& caches) {
   PackedBlocking b = packed_blocking(M, N, K, isa, 1, false, caches);
-  const int64_t tk = std::min<int64_t>(std::max(1, threads), K / kKSplitMinK);
+  const int64_t tk = std::min(k_split_tasks(M, N, threads, caches), K / kKSplitMinK);
   if (tk < 2) return b;
-  // A multiple of tk blocks (K 1024 at KC 344 is three; split 1 + 2 the tasks ran 0.80-0.93x).
-  const int64_t npc = round_up(b.npc, tk);
-  const int64_t KC = round_up(ceil_div(K, npc), 4);
-  if (ceil_div(K, KC) != npc) return b;
-  b.npc = npc;
-  b.KC = KC;
-  b.tk = tk;
+  // A multiple of tk blocks (K 1024 at KC 344 is three; split 1 + 2 the tasks ran 0.80-0.93x),
+  // KC a multiple of 4 that leaves no block empty (65536 over 207 blocks of 320 is 205 blocks;
+  // over 216 of 304, 216).
+  for (int64_t npc = round_up(b.npc, tk); npc <= round_up(b.npc, tk) + 8 * tk; npc += tk) {
+    const int64_t KC = round_up(ceil_div(K, npc), 4);
+    if (ceil_div(K, KC) != npc) continue;
+    b.npc = npc;
+    b.KC = KC;
+    b.tk = tk;
+    return b;
+  }
   return b;
 }
 

@@ -44,8 +44,12 @@ int64_t packed_nr(Isa isa);
 // blocking.cpp prefers it to a split of M or N.
 PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
                                bool prepacked_b, const CacheSizes& caches);
+// How many tasks a K split of an M x N C may have on `threads` threads: at most as many as
+// keep the partial buffers ((tasks - 1) * M * N floats, the calling thread's) within one core's
+// L2 (the split is for a small C; a large one would also sum gigabytes on many threads).
+int64_t k_split_tasks(int64_t M, int64_t N, int threads, const CacheSizes& caches);
 // The K split that packed_blocking weighs: the one-thread blocking, its K blocks a multiple of
-// tk = min(threads, K / 512) (tk = 1 when K is shorter).
+// tk = min(k_split_tasks, K / 512) (tk = 1 when K is shorter or C too big).
 PackedBlocking k_split_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
                                 const CacheSizes& caches);
 

@@ -277,7 +277,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       !p.dynamic_nk && direct_k_fits(p.M, p.N, p.K, T) &&
       std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
-    s.plan_direct_k(p, base, T);
+    s.plan_direct_k(p, base, threads, caches);
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 

@@ -25,11 +25,11 @@ struct GemmPlan::Impl {
   bool copy_b = false;  // B's columns are not unit-stride: copy B row-major first
   // direct_rows: M in chunks of `chunk` rows (one per thread), kernels by [last chunk]
   const Kernel* direct_rows[2] = {};
-  // direct_k: blk.tk tasks over runs of blk.npc K blocks of blk.KC (the last one last_kb), all
+  // direct_k: blk.tk tasks over runs of blk.npc K blocks of blk.KC (the last last_kb), all
   // of C each; kernels by [target: C, partial buffer][first block of a task][last K block].
   int64_t last_kb = 0;
   const Kernel* direct_k[2][2][2] = {};
-  // Whether K block pc takes the kernels of the last, shorter, block.
+  // Whether K block pc takes the kernels of the last block (longer by K's remainder).
   int direct_k_last(int64_t pc) const { return pc == blk.npc - 1 && last_kb != blk.KC; }
   // skinny: N in chunks (one per thread), K in blocks (so each pass over B stays within a few
   // hundred pages); kernels by [last chunk][K block kind: first, middle, last, only].
@@ -63,7 +63,8 @@ struct GemmPlan::Impl {
   // After a K split (packed or direct_k): C += the partial buffers, then the epilogue.
   void reduce_k_split(const GemmProblem& p, const float* partials, ThreadPool* pool) const;
   // Plans the direct_k path (k_split.cpp); base: the problem's epilogue.
-  void plan_direct_k(const GemmProblem& p, const KernelDesc& base, int64_t threads);
+  void plan_direct_k(const GemmProblem& p, const KernelDesc& base, int threads,
+                     const CacheSizes& caches);
   // kern[acc][last][m edge][n edge] for each edge this problem has (blk's MR, NR).
   void use_packed(const KernelDesc& base, int acc, int last);
 };

@@ -36,15 +36,18 @@ bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T) {
          K >= std::max<int64_t>(1024, 256 * T);
 }
 
-void GemmPlan::Impl::plan_direct_k(const GemmProblem& p, const KernelDesc& base, int64_t threads) {
+void GemmPlan::Impl::plan_direct_k(const GemmProblem& p, const KernelDesc& base, int threads,
+                                   const CacheSizes& caches) {
   path = Path::direct_k;
   blk.MR = packed_mr(isa);
   blk.NR = packed_nr(isa);
   blk.mtiles = ceil_div(p.M, blk.MR);
   blk.npanels = ceil_div(p.N, blk.NR);
-  blk.tk = std::max<int64_t>(1, threads);
+  blk.tk = k_split_tasks(p.M, p.N, threads, caches);
   blk.npc = round_up(ceil_div(p.K, kDirectKBlock), blk.tk);
-  blk.KC = ceil_div(p.K, blk.npc);
+  // Blocks of K / npc rounded down, the last one longer by the remainder (under npc): a rounded
+  // up block could leave the last one empty or negative (K 66305 over 259 blocks of 257).
+  blk.KC = p.K / blk.npc;
   last_kb = p.K - (blk.npc - 1) * blk.KC;
   const KernelDesc plain = epilogue_desc(GemmProblem{}, isa);
   for (int64_t kt = 0; kt < blk.tk; ++kt) {
