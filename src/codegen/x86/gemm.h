@@ -17,6 +17,7 @@ namespace kiln::x86 {
 
 enum class Isa : uint8_t { avx2, avx512 };
 struct CacheSizes;  // blocking.h
+class GemmPlan;
 enum class Activation : uint8_t { none, relu, gelu, gelu_tanh, silu };
 
 // Applied in registers, in this order, before C is stored:
@@ -117,6 +118,8 @@ struct KernelInfo {
 std::vector<KernelInfo> kernels_for(const GemmProblem& p, Isa isa);
 std::string listing_for(const GemmProblem& p);
 std::string listing_for(const GemmProblem& p, Isa isa);
+// The listing of a plan's kernels, each with its codegen time and size.
+std::string listing_of(const GemmPlan& plan);
 
 // Counters for tests and kiln's stats().
 struct GemmStats {
@@ -155,6 +158,10 @@ class GemmPlan {
   // As run(); pool == nullptr runs on the calling thread only (e.g. inside a parallel batch).
   void run_on(const GemmProblem& p, ThreadPool* pool, const PackedB* packed = nullptr) const;
   std::vector<KernelInfo> kernels() const;
+  // For a plan made without prepacked_b: whether a B that never changes (a constant weight) is
+  // worth packing once for this problem. False where the plan reads B in place (direct,
+  // direct_rows, direct_k) or splits K (a plan for a PackedB does neither).
+  bool prepacked_b_pays() const;
   ~GemmPlan();
   struct Impl;
   explicit GemmPlan(std::unique_ptr<Impl> impl);

@@ -430,19 +430,8 @@ class X86Backend : public Backend {
     // symbolic extents of other dims (it is 0 there or those dims have offset 0).
     if (p.has_bias)
       k->bias_offset = resolve_offset(p.bias, k->leaves[p.bias.leaf], nullptr, nullptr);
-    const Node& bleaf = *g.leaves[p.b.leaf];
-    // A constant weight shared by every batch is packed once, now.
-    bool b_broadcast = true;
-    for (size_t d = 0; d < nb; ++d) b_broadcast = b_broadcast && p.b.dim[d] < 0;
-    if (bleaf.op == Op::Constant && nb == 0 && b_broadcast && !k->dynamic_nk) {
-      const Resolved& b = k->b_fixed;
-      const float* data = reinterpret_cast<const float*>(bleaf.attrs.data->bytes.data()) + b.offset;
-      k->packed =
-          x86::pack_b({data, b.stride[nb], b.stride[nb + 1]}, p.K.value, p.out_dims[nb + 1].value);
-      k->packed_source = bleaf.attrs.data;
-    }
-    // The listing of the kernels this problem runs (with dense strides where they are runtime).
-    // With symbolic extents: the kernels of one representative extent (kListingExtent).
+    // The problem with dense strides where they are runtime (and, with symbolic extents, one
+    // representative extent, kListingExtent): the listing's, and the fixed plan's.
     x86::GemmProblem lp;
     lp.M = extent(p.out_dims[nb], nullptr);
     lp.N = extent(p.out_dims[nb + 1], nullptr);
@@ -465,12 +454,32 @@ class X86Backend : public Backend {
       runtime = runtime || l.runtime;
       symbolic = symbolic || l.symbolic;
     }
-    if (req.keep_text && !runtime) k->asm_text = x86::listing_for(lp);
-    if (nb == 0 && !runtime && !symbolic && !k->dynamic_m && !k->dynamic_nk) {
+    const bool fixed = nb == 0 && !runtime && !symbolic && !k->dynamic_m && !k->dynamic_nk;
+    std::shared_ptr<const x86::GemmPlan> in_place;  // the fixed plan reading B as it is
+    if (fixed) {
       k->fixed_threads = ThreadPool::global().num_threads();
-      k->fixed_plan =
-          x86::GemmPlan::make(lp, x86::selected_isa(), k->fixed_threads, k->packed != nullptr);
+      in_place = x86::GemmPlan::make(lp, x86::selected_isa(), k->fixed_threads, false);
     }
+    // A constant weight shared by every batch is packed once, now, unless the fixed plan reads it
+    // faster in place (GemmPlan::prepacked_b_pays).
+    const Node& bleaf = *g.leaves[p.b.leaf];
+    bool b_broadcast = true;
+    for (size_t d = 0; d < nb; ++d) b_broadcast = b_broadcast && p.b.dim[d] < 0;
+    if (bleaf.op == Op::Constant && nb == 0 && b_broadcast && !k->dynamic_nk &&
+        (!in_place || in_place->prepacked_b_pays())) {
+      const Resolved& b = k->b_fixed;
+      const float* data = reinterpret_cast<const float*>(bleaf.attrs.data->bytes.data()) + b.offset;
+      k->packed =
+          x86::pack_b({data, b.stride[nb], b.stride[nb + 1]}, p.K.value, p.out_dims[nb + 1].value);
+      k->packed_source = bleaf.attrs.data;
+    }
+    if (fixed)
+      k->fixed_plan = k->packed
+                          ? x86::GemmPlan::make(lp, x86::selected_isa(), k->fixed_threads, true)
+                          : in_place;
+    // The listing of the kernels this problem runs.
+    if (req.keep_text && !runtime)
+      k->asm_text = k->fixed_plan ? x86::listing_of(*k->fixed_plan) : x86::listing_for(lp);
     k->name = req.name;
     k->backend = "x86";
     for (const auto& n : g.nodes) k->ops.emplace_back(ir::op_name(n->op));
