@@ -111,9 +111,9 @@ TEST_CASE("transposed, strided and batched operands are read in place", "[x86][b
 
 TEST_CASE("a constant weight is packed once where that pays; different weights share no kernel",
           "[x86][backend]") {
-  // 4x8x12: the direct kernel reads the weight in place (packed once, the packed path ran it at
-  // half the speed); 4x1024x2048: packed once (the packed path would pack it on every call, its
-  // rows a page apart for the GEMV-like paths).
+  // m, k, n = 4, 8, 12: the direct kernel reads the weight in place (packed once, the packed path
+  // ran it at half the speed); 4, 1024, 2048: packed once (the packed path would pack it on every
+  // call, its rows a page apart for the GEMV-like paths).
   struct Case {
     int64_t m, k, n;
     const char* kernels;  // the listing's kernel kind
@@ -129,7 +129,7 @@ TEST_CASE("a constant weight is packed once where that pays; different weights s
       std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {c.m, c.k}, kiln::f32)};
       auto out = f(args);
       REQUIRE(kernels_on(f, "x86") == 1);
-      INFO(c.m << "x" << c.n << "x" << c.k << " seed " << seed);
+      INFO("m " << c.m << " k " << c.k << " n " << c.n << " seed " << seed);
       for (int64_t i = 0; i < c.m; ++i)
         for (int64_t j = 0; j < c.n; ++j) {
           double acc = 0, mag = 0;

@@ -170,8 +170,9 @@ void GemmPlan::Impl::use_packed(const KernelDesc& base, int acc, int last) {
 // on both threads): not worth a rule of its own.
 bool GemmPlan::prepacked_b_pays() const {
   const Impl& s = *impl_;
+  // A direct kernel over a B without unit column stride copies it row-major on every call.
   return (s.path == Path::packed && s.blk.tk == 1) || s.path == Path::skinny ||
-         s.path == Path::stream;
+         s.path == Path::stream || (s.path == Path::direct && s.copy_b);
 }
 
 GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
