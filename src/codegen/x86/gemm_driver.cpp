@@ -299,12 +299,11 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   s.path = Path::packed;
   s.blk = packed_blocking(p.M, p.N, p.K, isa, threads, prepacked_b, caches);
   const PackedBlocking& b = s.blk;
-  const bool has_epilogue = base.has_bias || base.has_scale || base.act || base.has_residual;
   for (int acc = 0; acc < 2; ++acc) {
     for (int last = 0; last < 2; ++last) {
       // One K block: (first, last). Two: (first), (acc, last). More: also (acc, not last). K
       // split: (first), (acc), and (acc, last) for an epilogue after the sum.
-      const bool needed = b.tk > 1     ? !last || (acc && has_epilogue)
+      const bool needed = b.tk > 1     ? !last || (acc && base.has_epilogue())
                           : b.npc == 1 ? (!acc && last)
                                        : !(!acc && last) && (b.npc > 2 || acc == last);
       if (needed) s.use_packed(base, acc, last);

@@ -64,7 +64,7 @@ void GemmPlan::Impl::plan_direct_k(const GemmProblem& p, const KernelDesc& base,
       direct_k[target][first][last] = use(d);
     }
   }
-  if (base.has_bias || base.has_scale || base.act || base.has_residual) use_packed(base, 1, 1);
+  if (base.has_epilogue()) use_packed(base, 1, 1);
 }
 
 void GemmPlan::Impl::run_direct_k(const GemmProblem& p, ThreadPool* pool) const {

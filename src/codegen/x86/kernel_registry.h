@@ -32,6 +32,8 @@ struct KernelDesc {
   int64_t has_bias = 0, has_scale = 0, act = 0, has_residual = 0;
 
   bool operator==(const KernelDesc& o) const;
+  // Any of bias, scale, activation or residual.
+  bool has_epilogue() const { return has_bias || has_scale || act || has_residual; }
   std::string name() const;
 };
 

@@ -93,7 +93,7 @@ void StreamGen::pass(int rows) {
 }
 
 void StreamGen::epilogue_pass() {
-  const bool any = d_.has_bias || d_.has_scale || d_.act || d_.has_residual;
+  const bool any = d_.has_epilogue();
   if (!any) return;
   const ax::Gp bias = bj_, res = bb_;
   if (d_.has_bias) a_.mov(bias, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
