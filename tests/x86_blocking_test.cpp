@@ -83,6 +83,22 @@ TEST_CASE("x86 blocking: the KC rules pick what was measured best on each machin
   CHECK(packed_blocking(8, 4096, 1024, Isa::avx512, 1, false, kXeon.caches).KC == 512);
   CHECK(packed_blocking(8, 4096, 1024, Isa::avx2, 1, true, kZen3.caches).kc_rule !=
         KcRule::few_rows);
+  // Up to 60 rows a task, KC shrinks so that the block spans 256 columns (on 2 threads too, each
+  // task's 2048 columns); at 66 rows (64 rounded up to the 6-row tiles) it stays.
+  for (int threads : {1, 2}) {
+    INFO("threads " << threads);
+    const PackedBlocking some =
+        packed_blocking(48, 4096, 1024, Isa::avx2, threads, false, kZen3.caches);
+    CHECK(some.kc_rule == KcRule::few_rows);
+    CHECK(some.KC == 256);
+    CHECK(some.NCP * some.NR == 256);
+    CHECK(some.tk == 1);
+    const PackedBlocking wider =
+        packed_blocking(64, 4096, 1024, Isa::avx2, threads, false, kZen3.caches);
+    CHECK(wider.kc_rule != KcRule::few_rows);
+    CHECK(wider.KC == 512);
+  }
+  CHECK(packed_blocking(48, 4096, 1024, Isa::avx512, 2, false, kZen5.caches).KC == 512);
 }
 
 TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cache shares",
@@ -144,9 +160,9 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
   // Shapes that reach every KC rule on one of the machines: several MC blocks with threads split
   // over M; one MC block at a shrunk KC (Zen 3); KC 1024 over three K blocks (Zen 5, Xeon); with
   // B prepacked, KC 1024 for few rows (Xeon); a few rows with B packed per call, KC shrunk
-  // (Zen 3).
+  // (Zen 3) for a block of 512 columns (12 rows) or of 256 (45 rows).
   const std::vector<Shape> shapes = {
-      {700, 200, 1100}, {128, 1100, 1030}, {600, 64, 2100}, {12, 700, 300}};
+      {700, 200, 1100}, {128, 1100, 1030}, {600, 64, 2100}, {12, 700, 300}, {45, 900, 700}};
   kiln::ThreadPool pool1(1), pool2(2);
   std::set<KcRule> rules_seen;
   int variant = 0;

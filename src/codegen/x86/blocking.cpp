@@ -26,8 +26,12 @@ const char* kc_rule_name(KcRule r) {
 
 namespace {
 
+// few_rows (see packed_blocking): up to kFewRows rows a task, B's block spans kFewRowsBlockCols
+// columns; up to kSomeRows, kSomeRowsBlockCols.
 constexpr int64_t kFewRows = 24;
 constexpr int64_t kFewRowsBlockCols = 512;
+constexpr int64_t kSomeRows = 60;
+constexpr int64_t kSomeRowsBlockCols = 256;
 
 // K split (PackedBlocking::tk). Split over N, every task packs all of A, over all of K (split
 // over M, all of B); split over K, each packs its K blocks of A and of B. Fewer elements are
@@ -139,16 +143,24 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
       b.kc_rule = KcRule::one_block;
     }
   }
-  // few_rows: a task of at most kFewRows rows with B packed per call is bound by the packing (each
-  // packed element feeds at most that many rows), which reads B's rows in runs of the block's
-  // width. KC shrinks (never below 64) until the block of half of L2 spans 512 columns of the
-  // task. Measured on the Zen 3 (1 thread, N = 4096, K = 1024, against OpenBLAS): M = 4, 8, 12,
-  // 24 from 0.73-0.86x at KC 512 (128 columns, 512-byte runs) to 0.95-1.10x at KC 64-128; 16x1024
-  // x1024 0.96x -> 1.00x; M = 36 and 48 gained nothing (0.90-0.93x either way). On 2 MiB of L2
-  // the rule keeps KC 512.
+  // few_rows: a task of a few rows with B packed per call is bound by the packing (each packed
+  // element feeds at most that many rows), which reads B's rows in runs of the block's width
+  // (packing a 1024 x 4096 B from memory on one core of the Zen 3 took 3.0-4.5 ms in blocks of
+  // 512 x 128, 2.5-2.9 ms in 256 x 256, 1.7-2.0 ms in 128 x 512; a plain read of it 1.3-1.8 ms).
+  // KC shrinks (never below 64) until the block of half of L2 spans 512 columns of the task (up
+  // to kFewRows rows) or 256 (up to kSomeRows: more passes over C cost more there, the packing
+  // weighs less). Measured on the Zen 3: 1 thread against OpenBLAS (N = 4096, K = 1024), M = 4,
+  // 8, 12, 24 from 0.73-0.86x at KC 512 (128 columns, 512-byte runs) to 0.95-1.10x at KC 64-128,
+  // 16x1024x1024 0.96x -> 1.00x. Paired against KC 512, 2 threads (1 thread): 32x4096x1024
+  // 1.07-1.18x (1.09x), 40x4096x1024 1.11x (1.08x), 48x4096x1024 1.04-1.15x (1.08x), 56x4096x1024
+  // 1.06-1.11x (1.06x), 25x4096x1024 1.09x (1.06x), 48x2048x2048 1.11x (1.13x), 50x1500x2048
+  // 1.08x (1.03x), 60x3000x1000 1.09x (1.05x), 44x4096x4096 1.04-1.12x (0.93-1.08x), 27x16384x512
+  // 0.97x (1.05x); with 512 columns at 32-56 rows 0.95-1.08x; at 64-96 rows with 256 columns
+  // 0.96-1.00x. On 1 MiB of L2 and more the rule keeps KC 512.
   const int64_t panels_task = ceil_div(b.npanels, b.tn);
-  if (!prepacked_b && b.kc_rule == KcRule::standard && rows_per_task <= kFewRows) {
-    const int64_t cols = std::min(panels_task * b.NR, kFewRowsBlockCols);
+  if (!prepacked_b && b.kc_rule == KcRule::standard && rows_per_task <= kSomeRows) {
+    const int64_t cols = std::min(
+        panels_task * b.NR, rows_per_task <= kFewRows ? kFewRowsBlockCols : kSomeRowsBlockCols);
     const int64_t kc_few = std::max<int64_t>(64, caches.l2_bytes / 2 / (cols * 4) / 4 * 4);
     if (kc_few < b.KC) {
       b.npc = ceil_div(K, kc_few);
