@@ -5,7 +5,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "codegen/x86/gemm.h"
+#include "jit/thread_pool.h"
+
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -144,6 +148,61 @@ TEST_CASE("a constant weight is packed once where that pays; different weights s
       CHECK(listing.find(c.kernels) != std::string::npos);
     }
   }
+}
+
+TEST_CASE("a constant weight read in place on one pool size is packed once on another",
+          "[x86][backend]") {
+  namespace x86 = kiln::x86;
+  if (!x86::available()) {
+    std::printf("SKIPPED: this CPU has neither AVX-512 nor AVX2+FMA; x86 backend test not run\n");
+    return;
+  }
+  // 128x4096 @ 4096x128: on 2 threads the plan splits K (B read in place by each task's packing);
+  // on 1 it packs B, which then pays packing once.
+  const int64_t m = 128, k = 4096, n = 128;
+  x86::GemmProblem shape;
+  shape.M = m, shape.N = n, shape.K = k;
+  shape.a = {nullptr, k, 1};
+  shape.b = {nullptr, n, 1};
+  shape.ldc = n;
+  auto pays = [&](int threads) {
+    return x86::GemmPlan::make(shape, x86::selected_isa(), threads)->prepacked_b_pays();
+  };
+  if (pays(2) || !pays(1)) {
+    std::printf(
+        "SKIPPED: on this CPU 128x128x4096 is not read in place on 2 threads and packed "
+        "on 1; pool-size test not run\n");
+    return;
+  }
+  const int threads_before = kiln::ThreadPool::global().num_threads();
+  auto x = random_values(m * k, 12), w = random_values(k * n, 13);
+  kiln::set_num_threads(2);
+  kiln::Function f = kiln::jit([&](kiln::Tensor x) {
+    return kiln::matmul(x, kiln::constant(w.data(), {k, n}, kiln::f32));
+  });
+  std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {m, k}, kiln::f32)};
+  f(args);
+  for (int threads : {1, 3, 2}) {
+    INFO("threads " << threads);
+    kiln::set_num_threads(threads);
+    const x86::GemmStats before = x86::stats();
+    std::vector<kiln::Array> out;
+    for (int call = 0; call < 2; ++call) out = f(args);
+    const x86::GemmStats after = x86::stats();
+    CHECK(after.prepacked_calls - before.prepacked_calls == (pays(threads) ? 2 : 0));
+    for (int64_t i = 0; i < m; i += 7)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0, mag = 0;
+        for (int64_t q = 0; q < k; ++q) {
+          acc += double(x[i * k + q]) * w[q * n + j];
+          mag += std::abs(double(x[i * k + q]) * w[q * n + j]);
+        }
+        REQUIRE(std::abs(out[0].data<float>()[i * n + j] - acc) <= 1e-6 * mag + 1e-6);
+      }
+  }
+  kiln::set_num_threads(threads_before);
+  CHECK(kernels_on(f, "x86") == 1);
+  CHECK(f.stats().fallbacks == 0);
 }
 
 TEST_CASE("float64 matmul is not x86 work and is not a fallback", "[x86][backend]") {

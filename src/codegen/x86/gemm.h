@@ -123,14 +123,15 @@ std::string listing_of(const GemmPlan& plan);
 
 // Counters for tests and kiln's stats().
 struct GemmStats {
-  int64_t calls = 0;         // gemm / gemm_prepacked / each gemm_batched
-  int64_t direct_calls = 0;  // unpacked, fully specialized kernels (small shapes; AVX2: also
-                             // A and B with unit column stride and B in a fifth of L2, split
-                             // over M: direct_rows in gemm_driver.cpp; or a small C and a long
-                             // K, split over K: direct_k in k_split.cpp)
-  int64_t skinny_calls = 0;  // 2 <= M <= 8 (GEMV-like), unpacked, split over N
-  int64_t stream_calls = 0;  // M = 1 (GEMV): B streamed row by row, split over N
-  int64_t packed_calls = 0;  // BLIS path
+  int64_t calls = 0;            // gemm / gemm_prepacked / each gemm_batched
+  int64_t direct_calls = 0;     // unpacked, fully specialized kernels (small shapes; AVX2: also
+                                // A and B with unit column stride and B in a fifth of L2, split
+                                // over M: direct_rows in gemm_driver.cpp; or a small C and a long
+                                // K, split over K: direct_k in k_split.cpp)
+  int64_t skinny_calls = 0;     // 2 <= M <= 8 (GEMV-like), unpacked, split over N
+  int64_t stream_calls = 0;     // M = 1 (GEMV): B streamed row by row, split over N
+  int64_t packed_calls = 0;     // BLIS path
+  int64_t prepacked_calls = 0;  // of packed_calls: B from a PackedB (a constant weight)
   int64_t kernels_generated = 0;
   double codegen_ms_total = 0;
   double codegen_ms_max = 0;

@@ -67,9 +67,10 @@ constexpr int64_t kSkinnyMaxRowBytes = 4096;
 constexpr int64_t kDirectRowsBShare = 5;  // B <= L2 / 5
 constexpr size_t kMaxPlans = 4096;
 
-// Calls by path (GemmStats; their sum is the number of calls): per-thread slots, one plain add
-// per call.
-enum CallCount : size_t { kEmpty, kDirect, kSkinny, kStream, kPacked, kCallCountFields };
+// Calls by path (GemmStats; the sum of the paths' counts is the number of calls), and the packed
+// calls with a PackedB: per-thread slots, one plain add per count.
+enum CallCount : size_t { kEmpty, kDirect, kSkinny, kStream, kPacked, kPaths, kPrepacked = kPaths };
+constexpr size_t kCallCountFields = kPaths + 1;
 constinit ThreadCounters<kCallCountFields> g_call_counts;
 constexpr int64_t kFloatsPerLine = 16;
 
@@ -496,6 +497,7 @@ void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* 
       return run_stream(p, pool);
     case Path::packed:
       g_call_counts.add(kPacked);
+      if (packed) g_call_counts.add(kPrepacked);
       return run_packed(p, pool, packed);
   }
 }
@@ -686,11 +688,12 @@ std::string listing_for(const GemmProblem& p) { return listing_for(p, selected_i
 
 GemmStats stats() {
   GemmStats s;
-  for (size_t f = 0; f < kCallCountFields; ++f) s.calls += g_call_counts.sum(f);
+  for (size_t f = 0; f < kPaths; ++f) s.calls += g_call_counts.sum(f);
   s.direct_calls = g_call_counts.sum(kDirect);
   s.skinny_calls = g_call_counts.sum(kSkinny);
   s.stream_calls = g_call_counts.sum(kStream);
   s.packed_calls = g_call_counts.sum(kPacked);
+  s.prepacked_calls = g_call_counts.sum(kPrepacked);
   s.kernels_generated = kernels_generated();
   s.codegen_ms_total = codegen_ms_total();
   s.codegen_ms_max = codegen_ms_max();

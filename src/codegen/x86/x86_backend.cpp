@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <unordered_map>
 
 namespace kiln {
@@ -294,6 +296,32 @@ class X86Kernel : public CompiledKernel {
   // fixed_threads threads (a launch on another pool looks its plan up, ~60-80 ns).
   std::shared_ptr<const x86::GemmPlan> fixed_plan;
   int fixed_threads = 0;
+  // A constant B that the fixed plan reads in place (packing it once did not pay on fixed_threads
+  // threads): on a pool of another size that size's plan decides again, once per size, and B is
+  // packed once there if it pays (x86::gemm would pack it on every call). fixed_problem: the
+  // fixed plan's problem (no data pointers).
+  bool b_constant_in_place = false;
+  x86::GemmProblem fixed_problem;
+  struct PoolPlan {
+    std::shared_ptr<const x86::GemmPlan> plan;
+    std::shared_ptr<const x86::PackedB> packed;
+  };
+  mutable std::mutex pool_plans_mu;
+  mutable std::map<int, PoolPlan> pool_plans;  // by thread count; entries never move
+
+  // gp: this call's problem, its B the constant.
+  const PoolPlan& plan_for_pool(const x86::GemmProblem& gp, int threads) const {
+    std::lock_guard<std::mutex> lock(pool_plans_mu);
+    auto it = pool_plans.find(threads);
+    if (it != pool_plans.end()) return it->second;
+    PoolPlan pp;
+    pp.plan = x86::GemmPlan::make(fixed_problem, x86::selected_isa(), threads, false);
+    if (pp.plan->prepacked_b_pays()) {
+      pp.packed = x86::pack_b(gp.b, gp.K, gp.N);
+      pp.plan = x86::GemmPlan::make(fixed_problem, x86::selected_isa(), threads, true);
+    }
+    return pool_plans.emplace(threads, std::move(pp)).first->second;
+  }
 
   void launch(void* const* bufs, const int64_t* strides, const int64_t* dims, const Schedule&,
               ThreadPool& pool) const override {
@@ -337,9 +365,12 @@ class X86Kernel : public CompiledKernel {
                               dynamic_m,
                               dynamic_nk};
     if (nb == 0) {
-      if (fixed_plan && pool.num_threads() == fixed_threads)
+      if (fixed_plan && pool.num_threads() == fixed_threads) {
         fixed_plan->run(gp, pool, packed.get());
-      else if (packed)
+      } else if (b_constant_in_place) {
+        const PoolPlan& pp = plan_for_pool(gp, pool.num_threads());
+        pp.plan->run(gp, pool, pp.packed.get());
+      } else if (packed)
         x86::gemm_prepacked(gp, *packed, pool);
       else
         x86::gemm(gp, pool);
@@ -473,10 +504,13 @@ class X86Backend : public Backend {
           x86::pack_b({data, b.stride[nb], b.stride[nb + 1]}, p.K.value, p.out_dims[nb + 1].value);
       k->packed_source = bleaf.attrs.data;
     }
-    if (fixed)
+    if (fixed) {
       k->fixed_plan = k->packed
                           ? x86::GemmPlan::make(lp, x86::selected_isa(), k->fixed_threads, true)
                           : in_place;
+      k->fixed_problem = lp;
+      k->b_constant_in_place = bleaf.op == Op::Constant && !k->packed;
+    }
     // The listing of the kernels this problem runs.
     if (req.keep_text && !runtime)
       k->asm_text = k->fixed_plan ? x86::listing_of(*k->fixed_plan) : x86::listing_for(lp);
