@@ -129,7 +129,7 @@ struct GemmStats {
                                 // over M: direct_rows in gemm_driver.cpp; or a small C and a long
                                 // K, split over K: direct_k in k_split.cpp)
   int64_t skinny_calls = 0;     // 2 <= M <= 8 (GEMV-like), unpacked, split over N
-  int64_t stream_calls = 0;     // M = 1 (GEMV): B streamed row by row, split over N
+  int64_t stream_calls = 0;     // M = 1 (GEMV): B streamed row by row, split over N or K
   int64_t packed_calls = 0;     // BLIS path
   int64_t prepacked_calls = 0;  // of packed_calls: B from a PackedB (a constant weight)
   int64_t kernels_generated = 0;

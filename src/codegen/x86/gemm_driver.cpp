@@ -1,7 +1,7 @@
 // The GEMM driver: picks a path for a problem and runs it over the thread pool.
 //   direct: M*N*K <= 64^3: one fully specialized unpacked kernel, single thread.
 //   stream: M = 1 (GEMV): B streamed row by row into a chunk of C kept in L1, N chunks in
-//   parallel.
+//   parallel, or (fewer chunks than threads) runs of K, partial rows added after them.
 //   skinny: M <= 8 with unit-stride B columns and rows under a page apart (GEMV-like): direct
 //   kernels over N chunks in parallel.
 //   direct_rows (AVX2): B in a fifth of L2, A and B with unit column stride: direct kernels over
@@ -78,6 +78,25 @@ constexpr int64_t kFloatsPerLine = 16;
 // per thread's share so that small N is not split into slivers.
 constexpr int64_t kStreamMaxCols = 4096;
 constexpr int64_t kStreamMinCols = 256;
+// Stream K split: where fewer chunks of at most kStreamMaxCols columns than threads cover N, the
+// threads split K instead (each over all of its chunk's columns, into C or a partial row summed
+// after): every task then reads one contiguous run of B's rows front to back, instead of a narrow
+// run of each row (chunks of N / threads columns, a row stride apart). Taken for at least
+// kStreamSplitMinElems elements of B (reached only with a symbolic M: the direct kernel takes
+// smaller GEMVs) and kStreamMinRows rows of K a task. Measured on the Zen 3 (2 threads, paired
+// plans, M x N x K), split over K against over N, B from memory (a model's weights: 256 MB of
+// copies rotated): 1x1024x1024 1.54x, 1x1024x4096 1.88x, 1x4096x1024 1.09x, 1x4096x4096 1.15x;
+// the same B on every call: 1x1024x1024 1.28x, 1x1024x4096 3.97x (the N split's 512-column runs
+// of 4 KiB rows ran at 7 GFLOP/s), 1x4096x1024 1.22x, 1x4096x4096 1.18x, 1x2048x512 1.10x.
+constexpr int64_t kStreamSplitMinElems = 32 * 1024;
+constexpr int64_t kStreamMinRows = 64;
+
+// K tasks of the stream path for a 1 x N x K problem on T threads (1: split over N only).
+int64_t stream_k_tasks(int64_t N, int64_t K, int64_t T) {
+  const int64_t n_chunks = ceil_div(N, kStreamMaxCols);
+  if (n_chunks >= T || N * K < kStreamSplitMinElems) return 1;
+  return std::max<int64_t>(1, std::min(T / n_chunks, K / kStreamMinRows));
+}
 
 // Largest byte displacement a direct kernel over [rows x cols] would encode.
 bool direct_disp_fits(const GemmProblem& p, int64_t rows, int64_t cols, int64_t b_rs) {
@@ -220,13 +239,28 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   if (!prepacked_b && p.M == 1 && b_unit && !p.dynamic_nk && stream_fits(p)) {
     s.path = Path::stream;
     const int64_t vl = isa == Isa::avx512 ? 16 : 8;
-    const int64_t share = std::max(kStreamMinCols, ceil_div(p.N, T));
-    s.chunk = round_up(std::min(kStreamMaxCols, share), vl);
+    const int64_t tk = stream_k_tasks(p.N, p.K, T);
+    if (tk > 1) {
+      s.chunk = round_up(ceil_div(p.N, ceil_div(p.N, kStreamMaxCols)), vl);
+    } else {
+      const int64_t share = std::max(kStreamMinCols, ceil_div(p.N, T));
+      s.chunk = round_up(std::min(kStreamMaxCols, share), vl);
+    }
     s.nchunks = ceil_div(p.N, s.chunk);
     const int64_t last_chunk = p.N - (s.nchunks - 1) * s.chunk;
+    // With a K split the stream kernels sum into C and partial rows, and the epilogue comes
+    // after the sum (reduce_k_split, with the packed kernels over no K steps).
+    s.blk.tk = tk;
+    if (tk > 1) {
+      s.blk.MR = packed_mr(isa);
+      s.blk.NR = packed_nr(isa);
+      s.blk.mtiles = 1;
+      s.blk.npanels = ceil_div(p.N, s.blk.NR);
+      if (base.has_epilogue()) s.use_packed(base, 1, 1);
+    }
     for (int lc = 0; lc < 2; ++lc) {
       if (lc == 0 && s.nchunks == 1) continue;
-      KernelDesc d = base;
+      KernelDesc d = tk > 1 ? epilogue_desc(GemmProblem{}, isa) : base;
       d.kind = KernelKind::stream;
       d.rows = 1;
       d.cols = lc ? last_chunk : s.chunk;
@@ -359,18 +393,25 @@ void GemmPlan::Impl::run_skinny(const GemmProblem& p, ThreadPool* pool) const {
 }
 
 void GemmPlan::Impl::run_stream(const GemmProblem& p, ThreadPool* pool) const {
-  parallel(pool, nchunks, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      const int64_t j0 = c * chunk;
+  // Task t: chunk t % nchunks over K run t / nchunks, into C (the first run) or a partial row.
+  const int64_t tk = blk.tk;
+  float* partials = tk > 1 ? thread_scratch(ScratchSlot::k_partial, size_t((tk - 1) * N)) : nullptr;
+  parallel(pool, nchunks * tk, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t c = t % nchunks, kt = t / nchunks;
+      const int64_t j0 = c * chunk, k0 = kt * K / tk, k1 = (kt + 1) * K / tk;
+      float* y = kt == 0 ? p.c : partials + (kt - 1) * N;
       const KernelArgs args{p.epi.bias ? p.epi.bias + j0 : nullptr,
                             p.epi.residual ? p.epi.residual + j0 : nullptr,
-                            p.K,
+                            k1 - k0,
                             0,
                             0,
                             p.epi.scale};
-      stream[c == nchunks - 1]->fn(&args, p.a.data, p.b.data + j0, p.c + j0);
+      stream[c == nchunks - 1]->fn(&args, p.a.data + k0 * p.a.col_stride,
+                                   p.b.data + k0 * p.b.row_stride + j0, y + j0);
     }
   });
+  if (tk > 1) reduce_k_split(p, partials, pool);
 }
 
 void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,

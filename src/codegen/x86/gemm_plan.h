@@ -35,7 +35,8 @@ struct GemmPlan::Impl {
   // hundred pages); kernels by [last chunk][K block kind: first, middle, last, only].
   int64_t chunk = 0, nchunks = 0, kb = 0, nkb = 0;
   const Kernel* skinny[2][4] = {};
-  // stream: N in chunks, kernels by [last chunk]
+  // stream: N in chunks, kernels by [last chunk]; with blk.tk > 1, K in that many runs per chunk
+  // (blk's MR, NR, mtiles and npanels set for reduce_k_split, kern[1][1] its epilogue)
   const Kernel* stream[2] = {};
   // packed
   // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
