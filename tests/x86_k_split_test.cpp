@@ -225,16 +225,17 @@ TEST_CASE("x86 gemm: a constant B is worth packing once only where the plan woul
     Case c(s, Layout::row_major, lb, EpiKind{}, 1);
     return GemmPlan::make(c.problem(), Isa::avx2, threads, false, kZen3)->prepacked_b_pays();
   };
-  // In place: direct, direct_rows, direct_k, the packed path's K split.
+  // In place: direct, direct_rows, direct_k, the packed path's K split, stream (GEMV).
+  CHECK_FALSE(pays({1, 1024, 1024}, Layout::row_major, 2));
+  CHECK_FALSE(pays({1, 4096, 4096}, Layout::row_major, 1));
   CHECK_FALSE(pays({4, 12, 8}, Layout::row_major, 2));
   CHECK_FALSE(pays({100, 100, 100}, Layout::row_major, 2));
   CHECK_FALSE(pays({16, 16, 8192}, Layout::row_major, 2));
   CHECK_FALSE(pays({100, 45, 4096}, Layout::row_major, 2));
-  // Packed on every call, or copied (a transposed B under the direct kernel), or GEMV-like.
+  // Packed on every call, or copied (a transposed B under the direct kernel), or skinny.
   CHECK(pays({4, 2048, 1024}, Layout::row_major, 2));
   CHECK(pays({128, 4096, 1024}, Layout::row_major, 2));
   CHECK(pays({100, 45, 4096}, Layout::row_major, 1));  // one thread: no K split
   CHECK(pays({4, 12, 8}, Layout::transposed, 2));
   CHECK(pays({8, 1000, 1000}, Layout::row_major, 2));
-  CHECK(pays({1, 1024, 1024}, Layout::row_major, 2));
 }

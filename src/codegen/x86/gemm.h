@@ -161,8 +161,8 @@ class GemmPlan {
   std::vector<KernelInfo> kernels() const;
   // For a plan made without prepacked_b: whether a B that never changes (a constant weight) is
   // worth packing once for this problem. False where the plan reads B in place (direct,
-  // direct_rows, direct_k; not a direct kernel that copies a B of other column stride) or splits
-  // K (a plan for a PackedB does neither).
+  // direct_rows, direct_k, stream; not a direct kernel that copies a B of other column stride) or
+  // splits K (a plan for a PackedB does neither).
   bool prepacked_b_pays() const;
   ~GemmPlan();
   struct Impl;

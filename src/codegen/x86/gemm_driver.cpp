@@ -184,15 +184,17 @@ void GemmPlan::Impl::use_packed(const KernelDesc& base, int acc, int last) {
 // Measured through the JIT (Zen 3, 2 threads), a constant weight packed once against read in
 // place by these paths: 16^3 0.52-0.55x, 23x57x91 0.82-0.84x (direct), 100^3 0.73-0.83x
 // (direct_rows), 16x16x8192 0.36-0.39x, 64x48x4096 0.76-0.79x (direct_k), 100x45x4096 0.76-0.80x
-// (packed, K split); and against packing per call or the GEMV-like paths, kept: 4x4096x1024
-// 2.26x, 128x4096x1024 1.10x (packed), 8x1000x1000 1.18-1.56x (skinny), 1x1024x1024 1.10x and
-// 1x4096x4096 0.80-0.91x (stream). 64^3 (direct, one thread) ran 1.08-1.12x packed once (then
-// on both threads): not worth a rule of its own.
+// (packed, K split), and since the stream path splits K (stream_k_tasks) 1x1024x1024 0.75x,
+// 1x2048x2048 0.68x, 1x4096x1024 0.73x, 1x1024x4096 0.92x, 1x4096x4096 0.79x, 1x4096x11008
+// 0.75x (stream; with B from memory, 256 MB of weights rotated: 0.81-0.96x); and against packing
+// per call, kept: 4x4096x1024 2.26x, 128x4096x1024 1.10x (packed), 8x1000x1000 1.18-1.56x
+// (skinny). 64^3 (direct, one thread) ran 1.08-1.12x packed once (then on both threads): not
+// worth a rule of its own.
 bool GemmPlan::prepacked_b_pays() const {
   const Impl& s = *impl_;
   // A direct kernel over a B without unit column stride copies it row-major on every call.
   return (s.path == Path::packed && s.blk.tk == 1) || s.path == Path::skinny ||
-         s.path == Path::stream || (s.path == Path::direct && s.copy_b);
+         (s.path == Path::direct && s.copy_b);
 }
 
 GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
