@@ -222,6 +222,9 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     CHECK(std::string(path_of({16, 16, 16})) == "direct");
     CHECK(std::string(path_of({23, 57, 91})) == "direct");
     CHECK(std::string(path_of({1, 2048, 512})) == "stream");
+    // A GEMV within the small volume: direct under 64 Ki elements of B, else stream.
+    CHECK(std::string(path_of({1, 100, 100})) == "direct");
+    CHECK(std::string(path_of({1, 512, 512})) == "stream");
     CHECK(std::string(path_of({4, 1000, 512})) == "skinny");
     // B's rows a page or more apart: packed (gemm_driver.cpp, kSkinnyMaxRowBytes).
     CHECK(std::string(path_of({4, 1024, 512})) == "packed");

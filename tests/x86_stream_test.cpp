@@ -57,9 +57,10 @@ TEST_CASE("x86 gemm: the stream path splits K where few chunks cover N", "[x86][
 
 TEST_CASE("x86 gemm: the stream path's K split matches the reference", "[x86][gemm][stream]") {
   // Odd N (a masked edge in each chunk and in the epilogue's last panel), K runs of unequal
-  // length, N over 4096 (two chunks, each split over K on 4 threads), a short K for its tasks.
-  const std::vector<Shape> shapes = {
-      {1, 1024, 1024}, {1, 1001, 777}, {1, 6000, 300}, {1, 333, 4099}, {1, 4096, 130}};
+  // length, N over 4096 (two chunks, each split over K on 4 threads), a short K for its tasks,
+  // a GEMV within the direct kernel's small volume.
+  const std::vector<Shape> shapes = {{1, 1024, 1024}, {1, 1001, 777}, {1, 6000, 300},
+                                     {1, 333, 4099},  {1, 4096, 130}, {1, 517, 300}};
   const Layout a_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
                               Layout::reversed_rows};
   // The stream path reads B's rows forward (a reversed B takes another path).

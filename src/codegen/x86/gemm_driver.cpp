@@ -1,5 +1,6 @@
 // The GEMM driver: picks a path for a problem and runs it over the thread pool.
-//   direct: M*N*K <= 64^3: one fully specialized unpacked kernel, single thread.
+//   direct: M*N*K <= 64^3 (a GEMV only under 64 Ki elements of B): one fully specialized
+//   unpacked kernel, single thread.
 //   stream: M = 1 (GEMV): B streamed row by row into a chunk of C kept in L1, N chunks in
 //   parallel, or (fewer chunks than threads) runs of K, partial rows added after them.
 //   skinny: M <= 8 with unit-stride B columns and rows under a page apart (GEMV-like): direct
@@ -90,6 +91,14 @@ constexpr int64_t kStreamMinCols = 256;
 // of 4 KiB rows ran at 7 GFLOP/s), 1x4096x1024 1.22x, 1x4096x4096 1.18x, 1x2048x512 1.10x.
 constexpr int64_t kStreamSplitMinElems = 32 * 1024;
 constexpr int64_t kStreamMinRows = 64;
+// A GEMV of at least kStreamOverDirect elements of B takes the stream path even within the small
+// volume (the direct kernel walks B's rows down each 64-column tile, on one thread). Measured on
+// the Zen 3, stream against direct, paired plans, 2 threads (1): B in cache 1x512x512 1.96x
+// (1.09x), 1x1024x256 3.39x (2.11x), 1x2048x128 2.82x (2.02x), 1x128x1024 1.75x, 1x256x256 1.00x
+// (1.17x), 1x300x200 1.11x, 1x200x300 0.93x, 1x128x512 0.84x (1.00x), 1x64x1024 1.19x (0.87x);
+// B from memory (weights rotated over 256 MB) 1.76-2.57x (1.00-1.66x). Below it, 1x100x100
+// 0.83x (0.67x).
+constexpr int64_t kStreamOverDirect = 64 * 1024;
 
 // K tasks of the stream path for a 1 x N x K problem on T threads (1: split over N only).
 int64_t stream_k_tasks(int64_t N, int64_t K, int64_t T) {
@@ -113,6 +122,11 @@ bool stream_fits(const GemmProblem& p) {
   return p.a.col_stride > 0 && p.b.row_stride > 0 &&
          5 * mag(p.b.row_stride) + p.N + 64 < (int64_t{1} << 28) &&
          4 * mag(p.a.col_stride) < (int64_t{1} << 28);
+}
+
+// Whether the stream path can run p (GEMV, B's rows forward with unit column stride).
+bool stream_can(const GemmProblem& p, bool prepacked_b) {
+  return !prepacked_b && p.M == 1 && p.b.col_stride == 1 && !p.dynamic_nk && stream_fits(p);
 }
 
 }  // namespace
@@ -229,7 +243,9 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   const KernelDesc base = epilogue_desc(p, isa);
   const bool b_unit = p.b.col_stride == 1;
   const int64_t volume = p.M * p.N * p.K;
+  const bool stream = stream_can(p, prepacked_b);
   if (!prepacked_b && volume <= kSmallVolume && !p.dynamic_m && !p.dynamic_nk &&
+      !(stream && p.N * p.K >= kStreamOverDirect) &&
       direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
     s.path = Path::direct;
     s.copy_b = !b_unit;
@@ -238,7 +254,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   }
 
   const int64_t T = std::max(1, threads);
-  if (!prepacked_b && p.M == 1 && b_unit && !p.dynamic_nk && stream_fits(p)) {
+  if (stream) {
     s.path = Path::stream;
     const int64_t vl = isa == Isa::avx512 ? 16 : 8;
     const int64_t tk = stream_k_tasks(p.N, p.K, T);
