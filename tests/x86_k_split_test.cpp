@@ -152,8 +152,13 @@ TEST_CASE("x86 gemm: direct_k takes a small C with a long K, on AVX2", "[x86][ge
   // other threads' write a partial buffer (another C stride): K 512 listed for each.
   CHECK(blocks({16, 16, 8192}, 2) == Ks{512, 512, 512, 512});
   CHECK(blocks({16, 16, 8192}, 1) == Ks{512, 512});
-  // 2101 = 6 blocks (a multiple of the threads) of 350, the last 351.
-  CHECK(blocks({37, 45, 2101}, 2) == Ks{350, 350, 350, 350, 351});
+  // 2101 = 34 blocks (a multiple of the threads, of at most 64 rows: 64 x 45 of B in 16 KiB) of
+  // 61, the last 88.
+  CHECK(blocks({37, 45, 2101}, 2) == Ks{61, 61, 61, 61, 88});
+  // Blocks of 512 halved while B's block is over 16 KiB, from K 2048 on, for N over 16.
+  CHECK(blocks({64, 48, 4096}, 2) == Ks{64, 64, 64, 64});
+  CHECK(blocks({64, 32, 4096}, 1) == Ks{128, 128});
+  CHECK(blocks({64, 48, 1024}, 1) == Ks{512, 512});
   CHECK(blocks({200, 24, 3000}, 2).size() > 0);  // N <= 32: up to 16384 elements of C
   CHECK(blocks({64, 64, 1024}, 2).size() > 0);
   CHECK(blocks({64, 64, 1024}, 4).size() > 0);

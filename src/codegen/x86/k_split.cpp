@@ -11,15 +11,36 @@ namespace kiln::x86 {
 
 namespace {
 
-// direct_k: direct kernels (unpacked, fully specialized) over K blocks of about kDirectKBlock,
-// the blocks split evenly over the threads. Measured on the Zen 3 (AVX2), paired against the
-// packed path (with its K split), 2 threads and 1: 16x16x8192 2.02-2.16x, 32x32x8192 1.27-1.33x,
-// 64x64x4096 1.08-1.22x, 40x40x4096 1.07-1.28x, 32x128x4096 1.03-1.20x, 64x64x1024 1.01-1.14x,
-// 48x48x1024 1.00-1.12x, 37x45x2100 1.11-1.19x; N <= 32 with more rows: 128x32x4096 1.17-1.35x,
-// 512x32x4096 1.13-1.21x, 1024x16x4096 1.39-1.58x. Past the rule: 96x96x4096 0.95-0.96x,
-// 64x128x4096 0.90-0.92x, 128x64x4096 0.99-1.00x, 16x256x4096 0.90-1.18x (two runs). Below K
-// 1024 (or 256 per thread) the packed path or direct_rows; transposed A, unmeasured: packed.
+// direct_k: direct kernels (unpacked, fully specialized) over K blocks of about kDirectKBlock
+// (or smaller: direct_k_block), the blocks split evenly over the threads. Measured on the Zen 3
+// (AVX2), paired against the packed path (with its K split), 2 threads and 1: 16x16x8192
+// 2.02-2.16x, 32x32x8192 1.27-1.33x, 64x64x4096 1.08-1.22x, 40x40x4096 1.07-1.28x, 32x128x4096
+// 1.03-1.20x, 64x64x1024 1.01-1.14x, 48x48x1024 1.00-1.12x, 37x45x2100 1.11-1.19x; N <= 32 with
+// more rows: 128x32x4096 1.17-1.35x, 512x32x4096 1.13-1.21x, 1024x16x4096 1.39-1.58x. Past the
+// rule: 96x96x4096 0.95-0.96x, 64x128x4096 0.90-0.92x, 128x64x4096 0.99-1.00x, 16x256x4096
+// 0.90-1.18x (two runs). Below K 1024 (or 256 per thread) the packed path or direct_rows;
+// transposed A, unmeasured: packed.
 constexpr int64_t kDirectKBlock = 512;
+// With K of at least kDirectKSmallBlocksMinK and N over 16, the blocks shrink (halving, not below
+// kDirectKMinBlock) until B's block fits kDirectKBBytes (half of a 32 KiB L1): each row block's
+// kernel then finds it in L1, where at 512 it came from L2 for every row block. Measured on the
+// Zen 3, paired plans, 1 thread (2 threads): 16x48x4096 1.29x (1.24x), 48x48x4096 1.21x (1.23x),
+// 64x48x4096 1.16x (1.21x), 40x40x4096 1.09x (1.22x), 32x96x4096 1.11x (0.93x), 64x32x4096
+// 1.08x (1.17x), 128x32x4096 1.07x (1.05x), 9x100x4096 1.10x (1.07x), 37x45x2100 1.07x (1.06x),
+// 32x32x8192 1.06x (1.10x), 64x48x8192 1.27x (1.22x), 24x64x16384 1.56x (1.11x), 100x40x4096
+// 1.21x (1.07x), 32x48x2048 1.26x (1.20x), 32x48x4096 0.97x (0.93x); with N = 16 (B's block of
+// 512 is 32 KiB) blocks of 64-256 ran 0.91-1.02x, and with K = 1024 0.94-0.95x.
+constexpr int64_t kDirectKBBytes = 16 * 1024;
+constexpr int64_t kDirectKMinBlock = 64;
+constexpr int64_t kDirectKSmallBlocksMinK = 2048;
+
+// The K block of direct_k for an N-column B with K rows (see kDirectKBBytes).
+int64_t direct_k_block(int64_t N, int64_t K) {
+  if (N <= 16 || K < kDirectKSmallBlocksMinK) return kDirectKBlock;
+  int64_t kb = kDirectKBlock;
+  while (kb > kDirectKMinBlock && kb * N * 4 > kDirectKBBytes) kb /= 2;
+  return kb;
+}
 
 // c[0, n) += x[0, n) (partial sums; x86 kernels run only where AVX2 does).
 __attribute__((target("avx"))) void add_row(float* c, const float* x, int64_t n) {
@@ -44,7 +65,7 @@ void GemmPlan::Impl::plan_direct_k(const GemmProblem& p, const KernelDesc& base,
   blk.mtiles = ceil_div(p.M, blk.MR);
   blk.npanels = ceil_div(p.N, blk.NR);
   blk.tk = k_split_tasks(p.M, p.N, threads, caches);
-  blk.npc = round_up(ceil_div(p.K, kDirectKBlock), blk.tk);
+  blk.npc = round_up(ceil_div(p.K, direct_k_block(p.N, p.K)), blk.tk);
   // Blocks of K / npc rounded down, the last one longer by the remainder (under npc): a rounded
   // up block could leave the last one empty or negative (K 66305 over 259 blocks of 257).
   blk.KC = p.K / blk.npc;
