@@ -67,12 +67,12 @@ TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue on
     std::printf("SKIPPED: this CPU runs no kiln x86 kernels; K split test not run\n");
     return;
   }
-  // Edge tiles in M and N for both ISAs' tiles (100 = 16 * 6 + 4 = 7 * 14 + 2, 45 = 2 * 16 + 13),
-  // a shorter last K block (2100 over 6 blocks of 352), a few rows against a wider C (the
-  // few_rows KC on AVX2). All past direct_k's rule (C of more than 4096 elements, or more than 128
-  // columns), so the packed path's split runs.
+  // Edge tiles in M and N for both ISAs' tiles (100 = 16 * 6 + 4 = 7 * 14 + 2, 109 = 6 * 16 + 13
+  // = 3 * 32 + 13), a shorter last K block (2100 over 6 blocks of 352), a few rows against a
+  // wider C (the few_rows KC on AVX2). All past direct_k's rule (more than 100 columns), so the
+  // packed path's split runs.
   const std::vector<Shape> shapes = {
-      {100, 45, 4096}, {70, 70, 2100}, {24, 200, 3000}, {40, 150, 3000}};
+      {100, 109, 4096}, {70, 110, 2100}, {24, 200, 3000}, {40, 150, 3000}};
   const Layout layouts[] = {Layout::row_major, Layout::transposed, Layout::strided, Layout::padded,
                             Layout::reversed_rows};
   const EpiKind epilogues[] = {EpiKind{}, EpiKind{Activation::gelu, true, true, true},
@@ -162,9 +162,13 @@ TEST_CASE("x86 gemm: direct_k takes a small C with a long K, on AVX2", "[x86][ge
   CHECK(blocks({200, 24, 3000}, 2).size() > 0);  // N <= 32: up to 16384 elements of C
   CHECK(blocks({64, 64, 1024}, 2).size() > 0);
   CHECK(blocks({64, 64, 1024}, 4).size() > 0);
+  // Up to 100 columns, C up to 16384 elements.
+  CHECK(blocks({96, 96, 4096}, 2).size() > 0);
+  CHECK(blocks({160, 100, 2048}, 2).size() > 0);
   // Not: C too wide or too big, K under 1024 or 256 per thread, a transposed A, rows of B a
   // page apart.
-  CHECK(blocks({96, 96, 4096}, 2).empty());
+  CHECK(blocks({128, 128, 4096}, 2).empty());
+  CHECK(blocks({170, 100, 4096}, 2).empty());
   CHECK(blocks({16, 256, 4096}, 2).empty());
   CHECK(blocks({1024, 32, 4096}, 2).empty());
   CHECK(blocks({64, 64, 1000}, 2).empty());
@@ -236,11 +240,12 @@ TEST_CASE("x86 gemm: a constant B is worth packing once only where the plan woul
   CHECK_FALSE(pays({4, 12, 8}, Layout::row_major, 2));
   CHECK_FALSE(pays({100, 100, 100}, Layout::row_major, 2));
   CHECK_FALSE(pays({16, 16, 8192}, Layout::row_major, 2));
-  CHECK_FALSE(pays({100, 45, 4096}, Layout::row_major, 2));
+  CHECK_FALSE(pays({100, 45, 4096}, Layout::row_major, 1));
+  CHECK_FALSE(pays({100, 109, 4096}, Layout::row_major, 2));
   // Packed on every call, or copied (a transposed B under the direct kernel), or skinny.
   CHECK(pays({4, 2048, 1024}, Layout::row_major, 2));
   CHECK(pays({128, 4096, 1024}, Layout::row_major, 2));
-  CHECK(pays({100, 45, 4096}, Layout::row_major, 1));  // one thread: no K split
+  CHECK(pays({100, 109, 4096}, Layout::row_major, 1));  // one thread: no K split
   CHECK(pays({4, 12, 8}, Layout::transposed, 2));
   CHECK(pays({8, 1000, 1000}, Layout::row_major, 2));
 }

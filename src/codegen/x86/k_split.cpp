@@ -16,10 +16,14 @@ namespace {
 // (AVX2), paired against the packed path (with its K split), 2 threads and 1: 16x16x8192
 // 2.02-2.16x, 32x32x8192 1.27-1.33x, 64x64x4096 1.08-1.22x, 40x40x4096 1.07-1.28x, 32x128x4096
 // 1.03-1.20x, 64x64x1024 1.01-1.14x, 48x48x1024 1.00-1.12x, 37x45x2100 1.11-1.19x; N <= 32 with
-// more rows: 128x32x4096 1.17-1.35x, 512x32x4096 1.13-1.21x, 1024x16x4096 1.39-1.58x. Past the
-// rule: 96x96x4096 0.95-0.96x, 64x128x4096 0.90-0.92x, 128x64x4096 0.99-1.00x, 16x256x4096
-// 0.90-1.18x (two runs). Below K 1024 (or 256 per thread) the packed path or direct_rows;
-// transposed A, unmeasured: packed.
+// more rows: 128x32x4096 1.17-1.35x, 512x32x4096 1.13-1.21x, 1024x16x4096 1.39-1.58x. With the
+// smaller K blocks (direct_k_block), 1 thread / 2: 96x96x4096 1.04x / 1.07x, 128x64x4096 1.18x /
+// 1.11x, 128x64x8192 1.28x / 1.28x, 100x100x4000 1.14x / 1.11x, 100x100x8192 1.11x / 1.10x,
+// 160x96x4096 1.05x / 1.07x, 170x96x4096 1.00x / 1.02x, 128x48x1024 1.21x / 1.06x, 160x96x1024
+// 1.07x / 1.03x, 96x96x1024 1.02x / 0.94x; past the rule (N over 100), 64x128x4096 0.98x /
+// 1.07x, 128x128x4096 1.02x / 1.13x, 128x128x8192 0.79x / 0.91x, 96x128x4096 0.81x / 0.96x,
+// 112x112x4096 0.95x / 1.02x, 64x256x4096 0.71x / 0.76x. Below K 1024 (or 256 per thread) the
+// packed path or direct_rows; transposed A, unmeasured: packed.
 constexpr int64_t kDirectKBlock = 512;
 // With K of at least kDirectKSmallBlocksMinK and N over 16, the blocks shrink (halving, not below
 // kDirectKMinBlock) until B's block fits kDirectKBBytes (half of a 32 KiB L1): each row block's
@@ -53,7 +57,7 @@ __attribute__((target("avx"))) void add_row(float* c, const float* x, int64_t n)
 }  // namespace
 
 bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T) {
-  return ((M * N <= 4096 && N <= 128) || (N <= 32 && M * N <= 16384)) &&
+  return ((M * N <= 4096 && N <= 128) || (N <= 100 && M * N <= 16384)) &&
          K >= std::max<int64_t>(1024, 256 * T);
 }
 
