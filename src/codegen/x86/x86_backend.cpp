@@ -370,10 +370,11 @@ class X86Kernel : public CompiledKernel {
       } else if (b_constant_in_place) {
         const PoolPlan& pp = plan_for_pool(gp, pool.num_threads());
         pp.plan->run(gp, pool, pp.packed.get());
-      } else if (packed)
+      } else if (packed) {
         x86::gemm_prepacked(gp, *packed, pool);
-      else
+      } else {
         x86::gemm(gp, pool);
+      }
       return;
     }
     // Batch dims: the innermost goes to gemm_batched, the others are walked here.
