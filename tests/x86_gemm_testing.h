@@ -45,6 +45,12 @@ struct EpiKind {
   bool bias = false, scale = false, residual = false;
 };
 
+// Four epilogues that between them use bias, scale, residual and activations of one pass (relu)
+// and two (gelu, silu), with none: for the sweeps that cycle through them.
+inline constexpr EpiKind kEpilogueCycle[4] = {
+    EpiKind{}, EpiKind{Activation::gelu, true, true, true},
+    EpiKind{Activation::relu, true, false, false}, EpiKind{Activation::silu, false, false, true}};
+
 // The ISAs this CPU runs; says once per process which it cannot (their kernels are then only
 // generated and listed, not run).
 inline std::vector<Isa> supported_isas() {

@@ -75,9 +75,6 @@ TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue on
       {100, 109, 4096}, {70, 110, 2100}, {24, 200, 3000}, {40, 150, 3000}};
   const Layout layouts[] = {Layout::row_major, Layout::transposed, Layout::strided, Layout::padded,
                             Layout::reversed_rows};
-  const EpiKind epilogues[] = {EpiKind{}, EpiKind{Activation::gelu, true, true, true},
-                               EpiKind{Activation::relu, true, false, false},
-                               EpiKind{Activation::silu, false, false, true}};
   int variant = 0;
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
@@ -88,7 +85,7 @@ TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue on
         REQUIRE(b.tk == threads);  // otherwise this test would not test the split
         for (Layout la : layouts) {
           const Layout lb = layouts[(variant + variant / 5 + 1) % 5];
-          const EpiKind e = epilogues[variant % 4];
+          const EpiKind e = kEpilogueCycle[variant % 4];
           Case c(s, la, lb, e, uint32_t(8100 + variant));
           auto plan = GemmPlan::make(c.problem(), isa, threads, false, kZen3);
           INFO("A " << layout_name(la) << " B " << layout_name(lb) << " epilogue " << variant % 4);
@@ -203,15 +200,12 @@ TEST_CASE("x86 gemm: direct_k adds its partial sums and applies the epilogue onc
   const Layout a_layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows,
                               Layout::broadcast_row};
   const Layout b_layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows};
-  const EpiKind epilogues[] = {EpiKind{}, EpiKind{Activation::gelu, true, true, true},
-                               EpiKind{Activation::relu, true, false, false},
-                               EpiKind{Activation::silu, false, false, true}};
   int variant = 0;
   for (const Shape& s : shapes) {
     for (int threads : {1, 2, 3}) {
       for (Layout la : a_layouts) {
         const Layout lb = b_layouts[variant % 3];
-        const EpiKind e = epilogues[variant % 4];
+        const EpiKind e = kEpilogueCycle[variant % 4];
         Case c(s, la, lb, e, uint32_t(8500 + variant));
         auto plan = GemmPlan::make(c.problem(), Isa::avx2, threads, false, kZen3);
         INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)

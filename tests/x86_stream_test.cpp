@@ -65,16 +65,13 @@ TEST_CASE("x86 gemm: the stream path's K split matches the reference", "[x86][ge
                               Layout::reversed_rows};
   // The stream path reads B's rows forward (a reversed B takes another path).
   const Layout b_layouts[] = {Layout::row_major, Layout::padded};
-  const EpiKind epilogues[] = {EpiKind{}, EpiKind{Activation::gelu, true, true, true},
-                               EpiKind{Activation::relu, true, false, false},
-                               EpiKind{Activation::silu, false, false, true}};
   int variant = 0;
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
       for (int threads : {2, 3, 4}) {
         for (Layout la : a_layouts) {
           const Layout lb = b_layouts[variant / 4 % 2];
-          const EpiKind e = epilogues[variant % 4];
+          const EpiKind e = kEpilogueCycle[variant % 4];
           Case c(s, la, lb, e, uint32_t(9700 + variant));
           auto plan = GemmPlan::make(c.problem(), isa, threads);
           INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
