@@ -156,7 +156,8 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   // 1.06-1.11x (1.06x), 25x4096x1024 1.09x (1.06x), 48x2048x2048 1.11x (1.13x), 50x1500x2048
   // 1.08x (1.03x), 60x3000x1000 1.09x (1.05x), 44x4096x4096 1.04-1.12x (0.93-1.08x), 27x16384x512
   // 0.97x (1.05x); with 512 columns at 32-56 rows 0.95-1.08x; at 64-96 rows with 256 columns
-  // 0.96-1.00x. On 1 MiB of L2 and more the rule keeps KC 512.
+  // 0.96-1.00x. On 1 MiB of L2 the rule shrinks KC to 256 up to kFewRows rows and keeps 512 above;
+  // on 2 MiB it keeps 512.
   const int64_t panels_task = ceil_div(b.npanels, b.tn);
   if (!prepacked_b && b.kc_rule == KcRule::standard && rows_per_task <= kSomeRows) {
     const int64_t cols = std::min(

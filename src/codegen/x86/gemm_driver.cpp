@@ -1,6 +1,6 @@
 // The GEMM driver: picks a path for a problem and runs it over the thread pool.
-//   direct: M*N*K <= 64^3 (a GEMV only under 64 Ki elements of B): one fully specialized
-//   unpacked kernel, single thread.
+//   direct: M*N*K <= 64^3 (a GEMV the stream path can run: under 64 Ki elements of B): one fully
+//   specialized unpacked kernel, single thread.
 //   stream: M = 1 (GEMV): B streamed row by row into a chunk of C kept in L1, N chunks in
 //   parallel, or (fewer chunks than threads) runs of K, partial rows added after them.
 //   skinny: M <= 8 with unit-stride B columns and rows under a page apart (GEMV-like): direct

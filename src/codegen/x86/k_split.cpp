@@ -26,7 +26,8 @@ namespace {
 // packed path or direct_rows; transposed A, unmeasured: packed.
 constexpr int64_t kDirectKBlock = 512;
 // With K of at least kDirectKSmallBlocksMinK and N over 16, the blocks shrink (halving, not below
-// kDirectKMinBlock) until B's block fits kDirectKBBytes (half of a 32 KiB L1): each row block's
+// kDirectKMinBlock, then evened out over a multiple of the tasks: K / npc, 61 for 2101 over 34)
+// until B's block fits kDirectKBBytes (half of a 32 KiB L1): each row block's
 // kernel then finds it in L1, where at 512 it came from L2 for every row block. Measured on the
 // Zen 3, paired plans, 1 thread (2 threads): 16x48x4096 1.29x (1.24x), 48x48x4096 1.21x (1.23x),
 // 64x48x4096 1.16x (1.21x), 40x40x4096 1.09x (1.22x), 32x96x4096 1.11x (0.93x), 64x32x4096

@@ -298,28 +298,36 @@ class X86Kernel : public CompiledKernel {
   int fixed_threads = 0;
   // A constant B that the fixed plan reads in place (packing it once did not pay on fixed_threads
   // threads): on a pool of another size that size's plan decides again, once per size, and B is
-  // packed once there if it pays (x86::gemm would pack it on every call). fixed_problem: the
-  // fixed plan's problem (no data pointers).
+  // packed once (one copy for every size that packs) if it pays there (x86::gemm would pack it on
+  // every call). fixed_problem: the fixed plan's problem (no data pointers).
   bool b_constant_in_place = false;
   x86::GemmProblem fixed_problem;
   struct PoolPlan {
     std::shared_ptr<const x86::GemmPlan> plan;
-    std::shared_ptr<const x86::PackedB> packed;
+    const x86::PackedB* packed = nullptr;
   };
   mutable std::mutex pool_plans_mu;
   mutable std::map<int, PoolPlan> pool_plans;  // by thread count; entries never move
+  mutable std::once_flag late_packed_once;
+  mutable std::shared_ptr<const x86::PackedB> late_packed;
 
-  // gp: this call's problem, its B the constant.
+  // gp: this call's problem, its B the constant. Plans are made and B packed outside the lock
+  // (launches on sizes already planned do not wait for them); a size planned twice at once keeps
+  // the first.
   const PoolPlan& plan_for_pool(const x86::GemmProblem& gp, int threads) const {
-    std::lock_guard<std::mutex> lock(pool_plans_mu);
-    auto it = pool_plans.find(threads);
-    if (it != pool_plans.end()) return it->second;
+    {
+      std::lock_guard<std::mutex> lock(pool_plans_mu);
+      auto it = pool_plans.find(threads);
+      if (it != pool_plans.end()) return it->second;
+    }
     PoolPlan pp;
     pp.plan = x86::GemmPlan::make(fixed_problem, x86::selected_isa(), threads, false);
     if (pp.plan->prepacked_b_pays()) {
-      pp.packed = x86::pack_b(gp.b, gp.K, gp.N);
+      std::call_once(late_packed_once, [&] { late_packed = x86::pack_b(gp.b, gp.K, gp.N); });
+      pp.packed = late_packed.get();
       pp.plan = x86::GemmPlan::make(fixed_problem, x86::selected_isa(), threads, true);
     }
+    std::lock_guard<std::mutex> lock(pool_plans_mu);
     return pool_plans.emplace(threads, std::move(pp)).first->second;
   }
 
@@ -369,7 +377,7 @@ class X86Kernel : public CompiledKernel {
         fixed_plan->run(gp, pool, packed.get());
       } else if (b_constant_in_place) {
         const PoolPlan& pp = plan_for_pool(gp, pool.num_threads());
-        pp.plan->run(gp, pool, pp.packed.get());
+        pp.plan->run(gp, pool, pp.packed);
       } else if (packed) {
         x86::gemm_prepacked(gp, *packed, pool);
       } else {
