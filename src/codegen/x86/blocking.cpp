@@ -152,8 +152,8 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   // weighs less). Measured on the Zen 3: 1 thread against OpenBLAS (N = 4096, K = 1024), M = 4,
   // 8, 12, 24 from 0.73-0.86x at KC 512 (128 columns, 512-byte runs) to 0.95-1.10x at KC 64-128,
   // 16x1024x1024 0.96x -> 1.00x. Paired against KC 512, 2 threads (1 thread): 32x4096x1024
-  // 1.07-1.18x (1.09x), 40x4096x1024 1.11x (1.08x), 48x4096x1024 1.04-1.15x (1.08x), 56x4096x1024
-  // 1.06-1.11x (1.06x), 25x4096x1024 1.09x (1.06x), 48x2048x2048 1.11x (1.13x), 50x1500x2048
+  // 1.10-1.18x (1.09x), 40x4096x1024 1.11x (1.08x), 48x4096x1024 1.04-1.15x (1.08x), 56x4096x1024
+  // 1.11x (1.06x), 25x4096x1024 1.09x (1.06x), 48x2048x2048 1.11x (1.13x), 50x1500x2048
   // 1.08x (1.03x), 60x3000x1000 1.09x (1.05x), 44x4096x4096 1.04-1.12x (0.93-1.08x), 27x16384x512
   // 0.97x (1.05x); with 512 columns at 32-56 rows 0.95-1.08x; at 64-96 rows with 256 columns
   // 0.96-1.00x. On 1 MiB of L2 the rule shrinks KC to 256 up to kFewRows rows and keeps 512 above;
