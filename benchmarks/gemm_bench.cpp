@@ -40,7 +40,9 @@ constexpr double kKilnPoolSettleSeconds = 0.002;
 struct Shape {
   std::string name;
   int64_t M, N, K;
-  bool small;  // compared with LIBXSMM on 1 thread
+  bool small;        // compared with LIBXSMM on 1 thread
+  bool a_t = false;  // A stored transposed ([K, M] row-major: x.T @ w)
+  bool b_t = false;  // B stored transposed ([N, K] row-major: x @ w.T, a linear layer's weight)
 };
 
 const std::vector<Shape> kShapes = {{"2048^3", 2048, 2048, 2048, false},
@@ -55,13 +57,27 @@ const std::vector<Shape> kShapes = {{"2048^3", 2048, 2048, 2048, false},
 // (mid sizes, a few rows against a wide B, a small C with a long K), on the benchmark's thread
 // count (--threads=1 for 1).
 const std::vector<Shape> kMoreShapes = {
-    {"100^3", 100, 100, 100, false},         {"200^3", 200, 200, 200, false},
-    {"120x64x256", 120, 64, 256, false},     {"4x4096x1024", 4, 4096, 1024, false},
-    {"8x4096x1024", 8, 4096, 1024, false},   {"24x4096x1024", 24, 4096, 1024, false},
-    {"16x1024x1024", 16, 1024, 1024, false}, {"8x1000x1000", 8, 1000, 1000, false},
-    {"48x4096x1024", 48, 4096, 1024, false}, {"16x16x8192", 16, 16, 8192, false},
-    {"64x64x4096", 64, 64, 4096, false},     {"64x48x4096", 64, 48, 4096, false},
-    {"128x128x4096", 128, 128, 4096, false}};
+    {"100^3", 100, 100, 100, false},
+    {"200^3", 200, 200, 200, false},
+    {"120x64x256", 120, 64, 256, false},
+    {"4x4096x1024", 4, 4096, 1024, false},
+    {"8x4096x1024", 8, 4096, 1024, false},
+    {"24x4096x1024", 24, 4096, 1024, false},
+    {"16x1024x1024", 16, 1024, 1024, false},
+    {"8x1000x1000", 8, 1000, 1000, false},
+    {"48x4096x1024", 48, 4096, 1024, false},
+    {"16x16x8192", 16, 16, 8192, false},
+    {"64x64x4096", 64, 64, 4096, false},
+    {"64x48x4096", 64, 48, 4096, false},
+    {"128x128x4096", 128, 128, 4096, false},
+    // Transposed operands: x @ W.T (W [N, K], the layout of a linear layer's weight) as a GEMV,
+    // a few rows and a layer; A @ b and A.T @ b for one column b; the peers get the same layouts.
+    {"1x4096x4096 x@W.T", 1, 4096, 4096, false, false, true},
+    {"8x4096x4096 x@W.T", 8, 4096, 4096, false, false, true},
+    {"128x4096x1024 x@W.T", 128, 4096, 1024, false, false, true},
+    {"23x57x91 x@W.T", 23, 57, 91, false, false, true},
+    {"4096x1x4096 A@b", 4096, 1, 4096, false},
+    {"4096x1x4096 A.T@b", 4096, 1, 4096, false, true, false}};
 
 struct Operands {
   std::vector<float> a, b, c, bias;
@@ -90,8 +106,10 @@ bool check(const char* who, const Shape& s, const Operands& o, const float* c, b
     const int64_t i = idx / s.N, j = idx % s.N;
     double sum = 0, mag = 0;
     for (int64_t k = 0; k < s.K; ++k) {
-      sum += double(o.a[size_t(i * s.K + k)]) * o.b[size_t(k * s.N + j)];
-      mag += std::fabs(double(o.a[size_t(i * s.K + k)]) * o.b[size_t(k * s.N + j)]);
+      const double t = double(o.a[size_t(s.a_t ? k * s.M + i : i * s.K + k)]) *
+                       o.b[size_t(s.b_t ? j * s.K + k : k * s.N + j)];
+      sum += t;
+      mag += std::fabs(t);
     }
     if (bias_gelu) sum = gelu_ref(sum + o.bias[size_t(j)]), mag += 1;
     const double tol = 1e-5 * (1 + mag) + 1.3e-6 * double(s.K) * std::fabs(sum);
@@ -133,8 +151,8 @@ bool g_all_checks_pass = true;
 x86::GemmProblem problem_of(const Shape& s) {
   x86::GemmProblem p;
   p.M = s.M, p.N = s.N, p.K = s.K;
-  p.a = x86::MatrixRef{nullptr, s.K, 1};
-  p.b = x86::MatrixRef{nullptr, s.N, 1};
+  p.a = s.a_t ? x86::MatrixRef{nullptr, 1, s.M} : x86::MatrixRef{nullptr, s.K, 1};
+  p.b = s.b_t ? x86::MatrixRef{nullptr, 1, s.K} : x86::MatrixRef{nullptr, s.N, 1};
   p.ldc = s.N;
   return p;
 }
@@ -160,6 +178,9 @@ bench::PairedTimes measure(const Shape& s, Operands& o, const std::vector<bench:
 }
 
 bench::Contender triad_contender(const Shape& s);
+// M = 1 or N = 1: compared with a STREAM triad over its matrix's bytes.
+bool gemv(const Shape& s) { return s.M == 1 || s.N == 1; }
+int64_t gemv_matrix_elems(const Shape& s) { return (s.M == 1 ? s.N : s.M) * s.K; }
 
 std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
   const int kiln_threads = s.small ? 1 : kThreads;
@@ -187,14 +208,18 @@ std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
   float* B = o.b.data();
   float* C = o.c.data();
   const int64_t M = s.M, N = s.N, K = s.K;
+  const int64_t lda = s.a_t ? M : K, ldb = s.b_t ? K : N;
+  const CBLAS_TRANSPOSE ta = s.a_t ? CblasTrans : CblasNoTrans,
+                        tb = s.b_t ? CblasTrans : CblasNoTrans;
+  const char da = s.a_t ? 'T' : 'N', db = s.b_t ? 'T' : 'N';
   cs.push_back({"openblas",
                 [=] {
-                  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K),
-                              1.0f, A, int(K), B, int(N), 0.0f, C, int(N));
+                  cblas_sgemm(CblasRowMajor, ta, tb, int(M), int(N), int(K), 1.0f, A, int(lda), B,
+                              int(ldb), 0.0f, C, int(N));
                 },
                 kOpenblasSpinSeconds});
-  cs.push_back({"onednn", [=] { dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }});
-  if (s.small) {
+  cs.push_back({"onednn", [=] { dnnl_sgemm(da, db, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N); }});
+  if (s.small && !s.a_t && !s.b_t) {
     // LIBXSMM is column-major: C^T (N x M) = B^T (N x K) * A^T (K x M).
     const libxsmm_blasint m = libxsmm_blasint(N), n = libxsmm_blasint(M), k = libxsmm_blasint(K);
     const libxsmm_blasint lda = m, ldb = k, ldc = m;
@@ -206,7 +231,7 @@ std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
     else
       std::printf("LIBXSMM has no kernel for %s\n", s.name.c_str());
   }
-  if (s.M == 1) cs.push_back(triad_contender(s));
+  if (gemv(s)) cs.push_back(triad_contender(s));
   return cs;
 }
 
@@ -216,10 +241,10 @@ std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
 // limits line moved from 16 to 27 GB/s between two runs on a shared Zen 3).
 std::vector<std::unique_ptr<std::vector<float>>> g_triad_arrays;
 
-double triad_bytes(const Shape& s) { return 3.0 * 4.0 * double(s.K * s.N / 3); }
+double triad_bytes(const Shape& s) { return 3.0 * 4.0 * double(gemv_matrix_elems(s) / 3); }
 
 bench::Contender triad_contender(const Shape& s) {
-  const int64_t n = s.K * s.N / 3;
+  const int64_t n = gemv_matrix_elems(s) / 3;
   float* abc[3];
   for (int i = 0; i < 3; ++i) {
     g_triad_arrays.push_back(std::make_unique<std::vector<float>>(size_t(n), float(i)));
@@ -436,8 +461,8 @@ int main(int argc, char** argv) {
                   fmt_ratio(bench::paired_speedup(t, "kiln", {"libxsmm"})).c_str(),
                   fmt(k / peak, "%.2f").c_str());
     table += row;
-    if (s.M == 1) {
-      const double bytes = 4.0 * double(s.K * s.N + s.K + s.N);
+    if (gemv(s)) {
+      const double bytes = 4.0 * double(gemv_matrix_elems(s) + s.K + s.M * s.N);
       auto gbs = [&](const char* who) { return bytes / bench::seconds_of(t, who).median * 1e-9; };
       std::snprintf(
           row, sizeof row,

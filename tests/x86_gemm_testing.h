@@ -20,8 +20,17 @@ struct Shape {
 };
 
 // padded: unit-stride rows ld = cols + 7 apart, from an unaligned start; reversed_rows: the last
-// row first (negative row stride), as a view x[::-1] gives.
-enum class Layout { row_major, transposed, strided, broadcast_row, padded, reversed_rows };
+// row first (negative row stride), as a view x[::-1] gives; transposed_padded: unit-stride
+// columns rows + 5 apart, from an unaligned start (a transposed view of a padded matrix).
+enum class Layout {
+  row_major,
+  transposed,
+  strided,
+  broadcast_row,
+  padded,
+  reversed_rows,
+  transposed_padded
+};
 inline const char* layout_name(Layout l) {
   switch (l) {
     case Layout::row_major:
@@ -36,6 +45,8 @@ inline const char* layout_name(Layout l) {
       return "padded";
     case Layout::reversed_rows:
       return "reversed_rows";
+    case Layout::transposed_padded:
+      return "transposed_padded";
   }
   return "?";
 }
@@ -106,6 +117,9 @@ struct Operand {
       case Layout::reversed_rows:
         rs = -(cols + 1), cs = 1, offset = (rows - 1) * (cols + 1), size = cols;
         break;
+      case Layout::transposed_padded:
+        rs = 1, cs = rows + 5, offset = 3, size = cols * cs;
+        break;
     }
     storage.resize(size_t(offset + size + 1));
     for (float& v : storage) v = rng.uniform();
@@ -140,13 +154,15 @@ constexpr float kSentinel = 1234.5f;
 // One problem: operands, C with padding filled by a sentinel, and the check against the reference.
 class Case {
  public:
-  Case(Shape s, Layout la, Layout lb, EpiKind e, uint32_t seed)
+  // c_pad: elements between C's rows (and the residual's: c_pad + 2); 0 for a one-column C
+  // stored as a contiguous column.
+  Case(Shape s, Layout la, Layout lb, EpiKind e, uint32_t seed, int64_t c_pad = 3)
       : s_(s), e_(e), rng_(seed), a_(s.M, s.K, la, rng_), b_(s.K, s.N, lb, rng_) {
-    ldc_ = s.N + 3;
+    ldc_ = s.N + c_pad;
     c_.assign(size_t(std::max<int64_t>(1, s.M * ldc_ + 8)), kSentinel);
     bias_.resize(size_t(s.N + 1));
     for (float& v : bias_) v = rng_.uniform();
-    ldr_ = s.N + 5;
+    ldr_ = s.N + (c_pad ? c_pad + 2 : 0);
     res_.resize(size_t(s.M * ldr_ + 1));
     for (float& v : res_) v = rng_.uniform();
   }

@@ -72,8 +72,8 @@ int64_t k_split_tasks(int64_t M, int64_t N, int threads, const CacheSizes& cache
 // The one-thread blocking with its K blocks split evenly over min(k_split_tasks, K /
 // kKSplitMinK) tasks (tk = 1: K too short, or C too big, to split).
 PackedBlocking k_split_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
-                                const CacheSizes& caches) {
-  PackedBlocking b = packed_blocking(M, N, K, isa, 1, false, caches);
+                                const CacheSizes& caches, bool b_transposed) {
+  PackedBlocking b = packed_blocking(M, N, K, isa, 1, false, caches, b_transposed);
   const int64_t tk = std::min(k_split_tasks(M, N, threads, caches), K / kKSplitMinK);
   if (tk < 2) return b;
   // A multiple of tk blocks (K 1024 at KC 344 is three; split 1 + 2 the tasks ran 0.80-0.93x),
@@ -91,7 +91,7 @@ PackedBlocking k_split_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int th
 }
 
 PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
-                               bool prepacked_b, const CacheSizes& caches) {
+                               bool prepacked_b, const CacheSizes& caches, bool b_transposed) {
   PackedBlocking b;
   const int64_t T = std::max(1, threads);
   b.MR = packed_mr(isa);
@@ -157,9 +157,13 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   // 1.08x (1.03x), 60x3000x1000 1.09x (1.05x), 44x4096x4096 1.04-1.12x (0.93-1.08x), 27x16384x512
   // 0.97x (1.05x); with 512 columns at 32-56 rows 0.95-1.08x; at 64-96 rows with 256 columns
   // 0.96-1.00x. On 1 MiB of L2 the rule shrinks KC to 256 up to kFewRows rows and keeps 512 above;
-  // on 2 MiB it keeps 512.
+  // on 2 MiB it keeps 512. A transposed B (x @ w.T) is packed from runs along K, KC long: the
+  // rule does not apply (Zen 3, 2 threads, against OpenBLAS with the same layouts, the rule on
+  // and off: 16x4096x4096 0.75x -> 0.94x, 24x4096x1024 1.02x -> 1.58x, 48x4096x1024 0.57x ->
+  // 0.98x, 32x4096x4096 0.91x -> 1.00x, 16x1024x1024 0.93x -> 0.95x).
   const int64_t panels_task = ceil_div(b.npanels, b.tn);
-  if (!prepacked_b && b.kc_rule == KcRule::standard && rows_per_task <= kSomeRows) {
+  if (!prepacked_b && !b_transposed && b.kc_rule == KcRule::standard &&
+      rows_per_task <= kSomeRows) {
     const int64_t cols = std::min(
         panels_task * b.NR, rows_per_task <= kFewRows ? kFewRowsBlockCols : kSomeRowsBlockCols);
     const int64_t kc_few = std::max<int64_t>(64, caches.l2_bytes / 2 / (cols * 4) / 4 * 4);
@@ -182,7 +186,7 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   b.NCP = ceil_div(panels_task, ceil_div(panels_task, ncp_max));
   b.a_once = mblocks == 1;
   if (T > 1 && !prepacked_b) {
-    const PackedBlocking ks = k_split_blocking(M, N, K, isa, T, caches);
+    const PackedBlocking ks = k_split_blocking(M, N, K, isa, T, caches, b_transposed);
     if (ks.tk > 1 && task_cost(b, M, N, K) >= kKSplitGain * task_cost(ks, M, N, K)) return ks;
   }
   return b;

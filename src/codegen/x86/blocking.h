@@ -42,8 +42,10 @@ int64_t packed_nr(Isa isa);
 
 // M, N >= 1; threads >= 1. Splits K over the threads (tk > 1) where the cost model in
 // blocking.cpp prefers it to a split of M or N.
+// b_transposed: B's rows are unit-stride along K (x @ w.T), packed from runs along K.
 PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
-                               bool prepacked_b, const CacheSizes& caches);
+                               bool prepacked_b, const CacheSizes& caches,
+                               bool b_transposed = false);
 // How many tasks a K split of an M x N C may have on `threads` threads: at most as many as
 // keep the partial buffers ((tasks - 1) * M * N floats, the calling thread's) within one core's
 // L2 (the split is for a small C; a large one would also sum gigabytes on many threads).
@@ -51,6 +53,6 @@ int64_t k_split_tasks(int64_t M, int64_t N, int threads, const CacheSizes& cache
 // The K split that packed_blocking weighs: the one-thread blocking, its K blocks a multiple of
 // tk = min(k_split_tasks, K / 512) (tk = 1 when K is shorter or C too big).
 PackedBlocking k_split_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int threads,
-                                const CacheSizes& caches);
+                                const CacheSizes& caches, bool b_transposed = false);
 
 }  // namespace kiln::x86

@@ -130,6 +130,8 @@ struct GemmStats {
                                 // K, split over K: direct_k in k_split.cpp)
   int64_t skinny_calls = 0;     // 2 <= M <= 8 (GEMV-like), unpacked, split over N
   int64_t stream_calls = 0;     // M = 1 (GEMV): B streamed row by row, split over N or K
+  int64_t dot_calls = 0;        // GEMV-like along rows: x @ W.T (M <= 8, B's rows along K) or
+                                // A @ column (N = 1): one dot product per output
   int64_t packed_calls = 0;     // BLIS path
   int64_t prepacked_calls = 0;  // of packed_calls: B from a PackedB (a constant weight)
   int64_t kernels_generated = 0;

@@ -13,7 +13,11 @@
 
 namespace kiln::x86 {
 
-enum class Path : uint8_t { empty, direct, direct_rows, direct_k, skinny, stream, packed };
+enum class Path : uint8_t { empty, direct, direct_rows, direct_k, skinny, stream, dot, packed };
+
+// Which operand a dot plan (dot_path.cpp) reads along its rows: B's (x @ W.T: up to kDotMaxRows
+// rows of A, B's rows unit-stride along K) or A's (one column of C).
+enum class DotOver : uint8_t { none, b_rows, a_rows };
 
 struct GemmPlan::Impl {
   Path path = Path::empty;
@@ -38,6 +42,14 @@ struct GemmPlan::Impl {
   // stream: N in chunks, kernels by [last chunk]; with blk.tk > 1, K in that many runs per chunk
   // (blk's MR, NR, mtiles and npanels set for reduce_k_split, kern[1][1] its epilogue)
   const Kernel* stream[2] = {};
+  // A one-column C run on the stream path as its transpose (M, N: the transpose's 1 and M).
+  bool column_as_row = false;
+  // dot: the outputs (N, or M for DotOver::a_rows) in chunks of `chunk` (one per thread), each in
+  // blocks of dot_block rows of X that every row of A reads while they are in L2; kernels by [the
+  // problem's last block].
+  DotOver dot_over = DotOver::none;
+  int64_t dot_block = 0;
+  const Kernel* dot[2] = {};
   // packed
   // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
   // [tj * npanels / tn, ...), and packs privately what it needs (no barriers): B per (KC x NC)
@@ -61,11 +73,17 @@ struct GemmPlan::Impl {
   void run_stream(const GemmProblem& p, ThreadPool* pool) const;
   void run_packed(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
   void run_direct_k(const GemmProblem& p, ThreadPool* pool) const;
+  void run_dot(const GemmProblem& p, ThreadPool* pool) const;
   // After a K split (packed or direct_k): C += the partial buffers, then the epilogue.
   void reduce_k_split(const GemmProblem& p, const float* partials, ThreadPool* pool) const;
   // Plans the direct_k path (k_split.cpp); base: the problem's epilogue.
   void plan_direct_k(const GemmProblem& p, const KernelDesc& base, int threads,
                      const CacheSizes& caches);
+  // Plans the stream path for a GEMV p; base: p's epilogue (bias_bcast: one bias value).
+  void plan_stream(const GemmProblem& p, const KernelDesc& base, int64_t T);
+  // Plans the dot path (dot_path.cpp) for dot_path_for(p) != DotOver::none.
+  void plan_dot(const GemmProblem& p, DotOver over, const KernelDesc& base, int threads,
+                const CacheSizes& caches);
   // kern[acc][last][m edge][n edge] for each edge this problem has (blk's MR, NR).
   void use_packed(const KernelDesc& base, int acc, int last);
 };
@@ -77,6 +95,8 @@ KernelDesc epilogue_desc(const GemmProblem& p, Isa isa);
 // A direct kernel over rows x cols of p with K steps, B's rows b_rs apart.
 KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t rows, int64_t cols,
                        int64_t K, int64_t b_rs);
+// The dot path's operand for p, or DotOver::none where it cannot run p.
+DotOver dot_path_for(const GemmProblem& p, bool prepacked_b);
 // Whether direct_k (small C, a long K; k_split.cpp) suits an M x N x K problem on T threads.
 bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T);
 

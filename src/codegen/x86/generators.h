@@ -14,6 +14,8 @@ void emit_packed_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
 void emit_direct_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
 // Streaming GEMV (M = 1) over a chunk of columns (stream_kernel.cpp).
 void emit_stream_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
+// Dot-product GEMV over a chunk of rows of X, each row along K (dot_kernel.cpp).
+void emit_dot_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
 
 // The direct kernel's register tile for a shape: rows per block and vectors per column tile.
 struct DirectTiling {

@@ -54,7 +54,8 @@ bool KernelDesc::operator==(const KernelDesc& o) const {
 std::string KernelDesc::name() const {
   std::string s = kind == KernelKind::packed   ? "packed_"
                   : kind == KernelKind::direct ? "direct_"
-                                               : "stream_";
+                  : kind == KernelKind::stream ? "stream_"
+                                               : "dot_";
   s += isa_name(Isa(isa));
   auto num = [](int64_t v) { return std::to_string(v); };
   if (kind == KernelKind::packed) {
@@ -62,6 +63,8 @@ std::string KernelDesc::name() const {
     if (accumulate) s += "_acc";
   } else if (kind == KernelKind::stream) {
     s += "_N" + num(cols) + "_a" + num(a_cs) + "_b" + num(b_rs);
+  } else if (kind == KernelKind::dot) {
+    s += "_N" + num(cols) + "K" + num(K) + "_b" + num(b_rs);
   } else {
     s += "_M" + num(rows) + "N" + num(cols) + "K" + num(K) + "_a" + num(a_rs) + "," + num(a_cs) +
          "_b" + num(b_rs) + "_c" + num(ldc);
@@ -69,7 +72,7 @@ std::string KernelDesc::name() const {
   }
   if (last) {
     if (has_scale) s += "_scale";
-    if (has_bias) s += "_bias";
+    if (has_bias) s += bias_bcast ? "_bias1" : "_bias";
     static const char* const kActs[] = {"", "_relu", "_gelu", "_gelu_tanh", "_silu"};
     s += kActs[act];
     if (has_residual) s += "_res" + (kind == KernelKind::direct ? num(ld_res) : std::string());
@@ -104,7 +107,7 @@ struct DescHash {
 //   address) | code (with those bytes zero)
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
-constexpr uint64_t kBlobVersion = 5;  // 5: a, b and c come in registers (KernelFn)
+constexpr uint64_t kBlobVersion = 6;  // 6: KernelDesc::bias_bcast
 constexpr uint64_t kMaxRelocs = 64;   // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB
@@ -205,10 +208,11 @@ std::string canonical_text(const KernelDesc& d) {
   f("has_scale", d.has_scale);
   f("act", d.act);
   f("has_residual", d.has_residual);
+  f("bias_bcast", d.bias_bcast);
   return s;
 }
 // A field added to KernelDesc must be added to canonical_text() (and bumps kBlobVersion).
-static_assert(sizeof(KernelDesc) == 18 * sizeof(int64_t));
+static_assert(sizeof(KernelDesc) == 19 * sizeof(int64_t));
 
 cache::CacheKey blob_key(const KernelDesc& d) {
   char cpu[32];
@@ -339,6 +343,9 @@ class Registry {
         break;
       case KernelKind::stream:
         emit_stream_kernel(a, d);
+        break;
+      case KernelKind::dot:
+        emit_dot_kernel(a, d);
         break;
     }
   }

@@ -15,21 +15,26 @@ enum class KernelKind : int64_t {
   packed,  // BLIS microkernel: packed A panel [kc][MR] x packed B panel [kc][NR] -> C tile
   direct,  // unpacked, fully specialized: exact M, N, K and strides baked in (small / skinny)
   stream,  // GEMV (M = 1): a chunk of C's row in L1, B streamed row by row; K at run time
+  dot,     // GEMV along rows: out[j] = v . X[j] over a chunk of rows X[j] (x @ W.T, A @ column)
 };
 
 // Everything that changes the generated code. Only int64_t fields: no padding, so it is compared
 // and hashed as bytes. Strides are in elements.
 struct KernelDesc {
   KernelKind kind = KernelKind::packed;
-  int64_t isa = 0;         // Isa
-  int64_t rows = 0;        // packed: valid rows of the tile (<= MR); direct: M; stream: 1
-  int64_t cols = 0;        // packed: valid cols of the tile (<= NR); direct: N; stream: chunk
+  int64_t isa = 0;   // Isa
+  int64_t rows = 0;  // packed: valid rows of the tile (<= MR); direct: M; stream, dot: 1
+  int64_t cols = 0;  // packed: valid cols of the tile (<= NR); direct: N; stream: chunk;
+                     // dot: outputs (rows of X)
+  // K: direct and dot: K; packed: 0 (kc comes at run time)
   int64_t MR = 0, NR = 0;  // packed: panel strides; direct: 0
-  int64_t K = 0;           // direct: K; packed: 0 (kc comes at run time)
-  int64_t a_rs = 0, a_cs = 0, b_rs = 0, ldc = 0, ld_res = 0;  // direct (stream: a_cs, b_rs)
+  int64_t K = 0;
+  // direct (stream: a_cs, b_rs; dot: a_cs = 1 (v), b_rs (X's rows), ldc = 1)
+  int64_t a_rs = 0, a_cs = 0, b_rs = 0, ldc = 0, ld_res = 0;
   int64_t accumulate = 0;  // packed: add C's partial sum (not the first K block)
   int64_t last = 1;        // packed: last K block, apply the epilogue
   int64_t has_bias = 0, has_scale = 0, act = 0, has_residual = 0;
+  int64_t bias_bcast = 0;  // dot: one bias value (bias[0]) for every output (N = 1)
 
   bool operator==(const KernelDesc& o) const;
   // Any of bias, scale, activation or residual.

@@ -1,9 +1,10 @@
 // The streaming GEMV generator (M = 1, B with unit column stride): y[0, cols) = epilogue(sum_k
 // x[k] * B[k, 0:cols)). y (a chunk of C's one row, a few KiB) stays in L1 while B is read row by
 // row, each row's chunk front to back: long sequential runs that the hardware prefetchers follow,
-// so the kernel runs at memory bandwidth. (The direct kernel's register tiles walk B column tile by
-// column tile, jumping a whole row between loads.) Four rows of B per pass over y: one load and
-// one store of y per four FMAs.
+// so the kernel runs at memory bandwidth. bias_bcast: one bias value for all of y (the driver's
+// A.T @ x, a one-column C run as its transpose). (The direct kernel's register tiles walk B column
+// tile by column tile, jumping a whole row between loads.) Four rows of B per pass over y: one load
+// and one store of y per four FMAs.
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
@@ -104,9 +105,10 @@ void StreamGen::epilogue_pass() {
   e.scale = d_.has_scale;
   e.scale_mem = ax::dword_ptr(args_, arg(offsetof(KernelArgs, scale)));
   e.bias = d_.has_bias;
+  e.bias_broadcast = d_.bias_bcast != 0;
   e.act = Activation(d_.act);
   e.residual = d_.has_residual;
-  e.bias_mem = ax::ptr(bias);
+  e.bias_mem = d_.bias_bcast ? ax::dword_ptr(bias) : ax::ptr(bias);
   e.residual_mem = ax::ptr(res);
   auto one = [&](int n) {
     const ax::Vec y = acc(0);
@@ -121,7 +123,7 @@ void StreamGen::epilogue_pass() {
     a_.bind(loop);
     one(vl_);
     a_.add(yj_, step);
-    if (d_.has_bias) a_.add(bias, step);
+    if (d_.has_bias && !d_.bias_bcast) a_.add(bias, step);
     if (d_.has_residual) a_.add(res, step);
     a_.dec(jcnt_);
     a_.jnz(loop);

@@ -262,7 +262,12 @@ void VecEmitter::epilogue(const ax::Vec& x, const Epilogue& e, int n, const ax::
       a_.vmulps(x, x, t[0]);
     }
   }
-  if (e.bias) add_mem(x, e.bias_mem, n, t[0]);
+  if (e.bias && e.bias_broadcast) {
+    a_.vbroadcastss(t[0], e.bias_mem);
+    a_.vaddps(x, x, t[0]);
+  } else if (e.bias) {
+    add_mem(x, e.bias_mem, n, t[0]);
+  }
   activation(x, e.act, t);
   if (e.residual) add_mem(x, e.residual_mem, n, t[0]);
 }

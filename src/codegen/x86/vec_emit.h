@@ -88,6 +88,7 @@ class VecEmitter {
     bool scale = false;
     ax::Mem scale_mem;
     bool bias = false;
+    bool bias_broadcast = false;  // one value at bias_mem for every lane
     ax::Mem bias_mem;
     Activation act = Activation::none;
     bool residual = false;

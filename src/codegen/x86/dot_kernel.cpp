@@ -1,0 +1,192 @@
+// The dot-product GEMV generator, for GEMV-like problems whose reduction runs along the rows of the
+// large operand: x @ W.T with W [N, K] row-major (M = 1, B's rows unit-stride along K), or A @ b
+// with b one column (N = 1, A's rows unit-stride along K). out[j] = epilogue(sum_k v[k] X[j, k])
+// for the `cols` rows X[j] of the chunk, X[j] at b + j * b_rs, v at a (unit stride), out at c + j.
+// Eight rows at a time, each row read front to back with its own accumulator (eight streams the
+// hardware prefetchers follow, eight independent FMA chains); the eight sums are reduced across
+// lanes into one ymm vector, which gets the epilogue (bias per output or, for N = 1, one bias value
+// for all) and is stored. The K loop's bound and tail are specialized (K is an immediate).
+#include "codegen/x86/generators.h"
+#include "codegen/x86/vec_emit.h"
+#include "support/check.h"
+
+#include <cstddef>
+
+namespace kiln::x86 {
+
+namespace {
+
+constexpr int kRows = 8;    // rows of X per group, one accumulator each; also the outputs per store
+constexpr int kUnroll = 2;  // vectors of K per loop iteration
+
+int32_t arg(size_t offset) { return static_cast<int32_t>(offset); }
+
+class DotGen {
+ public:
+  DotGen(ax::Assembler& a, const KernelDesc& d)
+      : a_(a),
+        d_(d),
+        v_(a, d.isa == int64_t(Isa::avx512), ax::rax),
+        y_(a, false, ax::rax),
+        vl_(v_.lanes()) {
+    KILN_CHECK(d.cols >= 1 && d.rows == 1 && d.K >= 1 && d.a_cs == 1 && d.ldc == 1) << d.name();
+    const int64_t reach = (kRows - 1) * (d.b_rs < 0 ? -d.b_rs : d.b_rs) * 4 + d.K * 4 + 64;
+    KILN_CHECK(reach < (int64_t{1} << 31)) << "strides too large for a dot kernel: " << d.name();
+  }
+  void emit();
+
+ private:
+  // One group of `rows` rows of X: their sums, the epilogue, the store of `rows` outputs.
+  void group(int rows);
+  // acc(r) += v[k0 .. k0 + n) * X[r, k0 .. k0 + n) over `rows` rows; `idx` adds the loop's offset.
+  void k_step(int rows, int u, int32_t off, int n, bool idx);
+  // ymm0 = the eight accumulators' sums (lane r: row r).
+  void reduce();
+  void epilogue_store(int rows);
+
+  ax::Vec acc(int r) const { return v_.vec(r); }
+  ax::Vec vin(int u) const { return v_.vec(kRows + u); }
+  ax::Vec tmp() const { return v_.vec(kRows + kUnroll); }
+  ax::Vec ymm(int i) const { return y_.vec(i); }
+  ax::Mem xmem(int r, int32_t off, bool idx) const {
+    const int32_t disp = int32_t(r * d_.b_rs * 4) + off;
+    return idx ? ax::ptr(xe_, idx_, 0, disp) : ax::ptr(xe_, disp);
+  }
+
+  ax::Assembler& a_;
+  const KernelDesc& d_;
+  VecEmitter v_;  // the ISA's vectors: the K loop
+  VecEmitter y_;  // ymm: the reduced sums and the epilogue (eight outputs)
+  int vl_;
+  // args, v, X, out arrive as the call's arguments (KernelFn); xe_/ve_: X's group and v past the
+  // looped part of K; idx_: the loop's (negative) byte offset; the group counter; bias, residual.
+  const ax::Gp args_ = ax::rdi, v_base_ = ax::rsi, x_ = ax::rdx, out_ = ax::rcx, xe_ = ax::r8,
+               ve_ = ax::r9, idx_ = ax::r10, gcnt_ = ax::r11, bias_ = ax::rbx, res_ = ax::rbp;
+  int64_t kloop_ = 0;  // elements of K covered by the loop (a multiple of kUnroll vectors)
+};
+
+void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx) {
+  const ax::Vec v = vin(u);
+  const ax::Mem vm = idx ? ax::ptr(ve_, idx_, 0, off) : ax::ptr(ve_, off);
+  if (n == vl_) {
+    a_.vmovups(v, vm);
+    for (int r = 0; r < rows; ++r) a_.vfmadd231ps(acc(r), v, xmem(r, off, idx));
+    return;
+  }
+  // K's tail: masked loads (masked-off lanes are zero in both, so they add nothing).
+  const ax::Vec t = tmp(), mask = vin(1 - u);
+  v_.load_masked(v, vm, n, mask);
+  for (int r = 0; r < rows; ++r) {
+    v_.load_masked(t, xmem(r, off, idx), n, mask);
+    a_.vfmadd231ps(acc(r), v, t);
+  }
+}
+
+void DotGen::reduce() {
+  if (v_.avx512()) {
+    const ax::Ymm hi = ax::ymm(kRows);
+    for (int r = 0; r < kRows; ++r) {
+      a_.vextractf64x4(hi, ax::zmm(r), 1);
+      a_.vaddps(ax::ymm(r), ax::ymm(r), hi);
+    }
+  }
+  // hadd(a, b) = [a01 a23 b01 b23 | a45 a67 b45 b67] (pairs summed within each 128-bit half).
+  for (int r = 0; r < kRows; r += 2) a_.vhaddps(ymm(r), ymm(r), ymm(r + 1));
+  a_.vhaddps(ymm(0), ymm(0), ymm(2));  // [row 0..3 low-half sums | row 0..3 high-half sums]
+  a_.vhaddps(ymm(4), ymm(4), ymm(6));  // the same for rows 4..7
+  a_.vperm2f128(ymm(1), ymm(0), ymm(4), 0x20);
+  a_.vperm2f128(ymm(2), ymm(0), ymm(4), 0x31);
+  a_.vaddps(ymm(0), ymm(1), ymm(2));
+}
+
+void DotGen::epilogue_store(int rows) {
+  const ax::Vec x = ymm(0);
+  const ax::Vec t[4] = {ymm(12), ymm(13), ymm(14), ymm(15)};
+  if (d_.has_epilogue()) {
+    VecEmitter::Epilogue e;
+    e.scale = d_.has_scale;
+    e.scale_mem = ax::dword_ptr(args_, arg(offsetof(KernelArgs, scale)));
+    e.bias = d_.has_bias;
+    e.bias_broadcast = d_.bias_bcast != 0;
+    e.bias_mem = d_.bias_bcast ? ax::dword_ptr(bias_) : ax::ptr(bias_);
+    e.act = Activation(d_.act);
+    e.residual = d_.has_residual;
+    e.residual_mem = ax::ptr(res_);
+    y_.epilogue(x, e, rows, t);
+  }
+  y_.store_masked(ax::ptr(out_), x, rows, t[0]);
+}
+
+void DotGen::group(int rows) {
+  for (int r = 0; r < kRows; ++r) v_.zero(acc(r));
+  const int32_t vbytes = int32_t(vl_ * 4);
+  const int64_t kvec = d_.K / vl_;  // whole vectors of K
+  a_.lea(xe_, ax::ptr(x_, int32_t(kloop_ * 4)));
+  if (kloop_ > 0) {
+    asmjit::Label loop = a_.newLabel();
+    a_.mov(idx_, -kloop_ * 4);
+    a_.align(asmjit::AlignMode::kCode, 16);
+    a_.bind(loop);
+    for (int u = 0; u < kUnroll; ++u) k_step(rows, u, u * vbytes, vl_, true);
+    a_.add(idx_, kUnroll * vbytes);
+    a_.jnz(loop);
+  }
+  // Whole vectors past the loop, then the masked tail.
+  const int64_t rest = kvec - kloop_ / vl_;
+  for (int64_t i = 0; i < rest; ++i)
+    k_step(rows, int(i % kUnroll), int32_t(i * vbytes), vl_, false);
+  const int tail = int(d_.K % vl_);
+  if (tail) k_step(rows, int(rest % kUnroll), int32_t(rest * vbytes), tail, false);
+  reduce();
+  epilogue_store(rows);
+}
+
+void DotGen::emit() {
+  // rbx and rbp are callee-saved.
+  a_.push(ax::rbx);
+  a_.push(ax::rbp);
+  v_.load_const_base();
+  const int tail = int(d_.K % vl_);
+  if (tail) v_.set_mask(tail, idx_);
+  kloop_ = d_.K / (kUnroll * vl_) * (kUnroll * vl_);
+  a_.lea(ve_, ax::ptr(v_base_, int32_t(kloop_ * 4)));
+  if (d_.has_bias) a_.mov(bias_, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
+  if (d_.has_residual) a_.mov(res_, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
+  const int64_t groups = d_.cols / kRows;
+  const int rest = int(d_.cols % kRows);
+  const int64_t x_step = kRows * d_.b_rs * 4;
+  auto advance = [&] {
+    if (x_step == int64_t(int32_t(x_step))) {
+      a_.add(x_, int32_t(x_step));
+    } else {
+      a_.mov(idx_, x_step);
+      a_.add(x_, idx_);
+    }
+    a_.add(out_, kRows * 4);
+    if (d_.has_bias && !d_.bias_bcast) a_.add(bias_, kRows * 4);
+    if (d_.has_residual) a_.add(res_, kRows * 4);
+  };
+  if (groups > 0) {
+    asmjit::Label loop = a_.newLabel();
+    a_.mov(gcnt_, groups);
+    a_.bind(loop);
+    group(kRows);
+    advance();
+    a_.dec(gcnt_);
+    a_.jnz(loop);
+  }
+  if (rest) group(rest);
+  a_.vzeroupper();
+  a_.pop(ax::rbp);
+  a_.pop(ax::rbx);
+  a_.ret();
+}
+
+}  // namespace
+
+void emit_dot_kernel(ax::Assembler& a, const KernelDesc& d) {
+  DotGen g(a, d);
+  g.emit();
+}
+
+}  // namespace kiln::x86

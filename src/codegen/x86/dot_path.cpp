@@ -1,0 +1,121 @@
+// The dot path: GEMV-like problems whose large operand is read along its rows, each output one dot
+// product over K (dot_kernel.cpp). Two layouts reach it:
+//   DotOver::b_rows: x @ W.T with W [N, K] row-major (B's element (k, j) at j * col_stride + k),
+//   the layout of a linear layer's weight; up to kDotMaxRows rows of A.
+//   DotOver::a_rows: A @ b with b one column (N = 1) and A's rows unit-stride along K.
+// Both packed B (or A) on every call before (the BLIS path), and ran at 2-3 GB/s on the Zen 3.
+// Outputs are split into one chunk per thread. With several rows of A, each chunk is walked in
+// blocks of rows of X that stay in L2 while every row of A takes its dot products with them, so
+// X is read from memory once.
+#include "codegen/x86/gemm_plan.h"
+#include "codegen/x86/pack.h"
+#include "support/check.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace kiln::x86 {
+
+namespace {
+
+constexpr int64_t kDotMaxRows = 8;  // rows of A (DotOver::b_rows)
+constexpr int64_t kDotGroup = 8;    // the kernel's rows per group
+// Elements of X a task reads at least: below it, fewer tasks (a pool dispatch costs a few us).
+constexpr int64_t kDotMinTaskElems = 16 * 1024;
+
+int64_t mag(int64_t v) { return v < 0 ? -v : v; }
+
+// The kernel addresses eight rows of X with 32-bit displacements.
+bool dot_fits(int64_t x_row_stride, int64_t K) {
+  return (kDotGroup - 1) * mag(x_row_stride) * 4 + K * 4 + 64 < (int64_t{1} << 31);
+}
+
+}  // namespace
+
+DotOver dot_path_for(const GemmProblem& p, bool prepacked_b) {
+  if (prepacked_b || p.K < 1 || p.M < 1 || p.N < 1 || p.dynamic_m || p.dynamic_nk)
+    return DotOver::none;
+  // A's rows against B's one column; C and the residual one contiguous column.
+  if (p.N == 1 && p.a.col_stride == 1 && (p.M == 1 || p.ldc == 1) &&
+      (!p.epi.residual || p.M == 1 || p.epi.ld_residual == 1) && dot_fits(p.a.row_stride, p.K))
+    return DotOver::a_rows;
+  // Up to kDotMaxRows rows of A against B's rows along K (not B's columns: the stream path's).
+  if (p.M <= kDotMaxRows && p.b.row_stride == 1 && (p.N == 1 || p.b.col_stride != 1) &&
+      dot_fits(p.b.col_stride, p.K))
+    return DotOver::b_rows;
+  return DotOver::none;
+}
+
+void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDesc& base,
+                              int threads, const CacheSizes& caches) {
+  path = Path::dot;
+  dot_over = over;
+  const int64_t nout = over == DotOver::a_rows ? p.M : p.N;
+  const int64_t vrows = over == DotOver::a_rows ? 1 : p.M;
+  const int64_t tasks = std::clamp<int64_t>(nout * p.K / kDotMinTaskElems, 1, std::max(1, threads));
+  chunk = round_up(ceil_div(nout, tasks), kDotGroup);
+  // Several rows of A: blocks of X in half of L2.
+  dot_block = chunk;
+  if (vrows > 1) {
+    const int64_t fit = caches.l2_bytes / 2 / (p.K * 4) / kDotGroup * kDotGroup;
+    dot_block = std::min(chunk, std::max(kDotGroup, fit));
+    chunk = round_up(chunk, dot_block);
+  }
+  nchunks = ceil_div(nout, chunk);
+  const int64_t nblocks = ceil_div(nout, dot_block);
+  KernelDesc d = base;
+  d.kind = KernelKind::dot;
+  d.rows = 1;
+  d.K = p.K;
+  d.a_cs = 1;
+  d.b_rs = over == DotOver::a_rows ? p.a.row_stride : p.b.col_stride;
+  d.ldc = 1;
+  d.ld_res = 0;
+  d.bias_bcast = over == DotOver::a_rows && base.has_bias;
+  for (int last = 0; last < 2; ++last) {
+    if (!last && nblocks == 1) continue;
+    d.cols = last ? nout - (nblocks - 1) * dot_block : dot_block;
+    dot[last] = use(d);
+  }
+}
+
+void GemmPlan::Impl::run_dot(const GemmProblem& p, ThreadPool* pool) const {
+  const bool over_a = dot_over == DotOver::a_rows;
+  // v: A's rows (b_rows) or B's column (a_rows), unit stride along K (copied where it is not).
+  const int64_t vrows = over_a ? 1 : M;
+  const float* v = over_a ? p.b.data : p.a.data;
+  const int64_t v_cs = over_a ? p.b.row_stride : p.a.col_stride;
+  int64_t v_rs = p.a.row_stride;
+  if (v_cs != 1) {
+    float* copy = thread_scratch(ScratchSlot::a_block, size_t(vrows * K));
+    for (int64_t i = 0; i < vrows; ++i)
+      for (int64_t k = 0; k < K; ++k) copy[i * K + k] = v[i * v_rs + k * v_cs];
+    v = copy;
+    v_rs = K;
+  }
+  const float* x = over_a ? p.a.data : p.b.data;
+  const int64_t x_rs = over_a ? p.a.row_stride : p.b.col_stride;
+  const int64_t nout = over_a ? M : N, nblocks = ceil_div(nout, dot_block);
+  parallel(pool, nchunks, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      for (int64_t j0 = c * chunk; j0 < std::min(nout, (c + 1) * chunk); j0 += dot_block) {
+        const Kernel* k = dot[j0 / dot_block == nblocks - 1];
+        for (int64_t i = 0; i < vrows; ++i) {
+          // a_rows: outputs j0.. of C's one (contiguous) column; b_rows: of C's row i.
+          const int64_t out = over_a ? j0 : i * p.ldc + j0;
+          const KernelArgs args{p.epi.bias ? p.epi.bias + (over_a ? 0 : j0) : nullptr,
+                                p.epi.residual
+                                    ? p.epi.residual + (over_a ? j0 : i * p.epi.ld_residual + j0)
+                                    : nullptr,
+                                0,
+                                0,
+                                0,
+                                p.epi.scale};
+          k->fn(&args, v + i * v_rs, x + j0 * x_rs, p.c + out);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace kiln::x86

@@ -1,0 +1,168 @@
+// GEMV-like problems read along the rows of their large operand (dot_path.cpp, dot_kernel.cpp):
+// x @ W.T (up to 8 rows of A, B's rows unit-stride along K), A @ b for one column b; and A.T @ b,
+// a one-column C run on the stream path as its transpose (gemm_driver.cpp, column_as_row). The
+// path each takes, and each against the reference over K's vector tails, output groups of 1-8,
+// chunks and L2 blocks, strided and reversed operands, every epilogue (the N = 1 bias one value
+// for every row), plans for 1-4 threads run on pools of 1-3 and none.
+#include "x86_gemm_testing.h"
+
+#include <catch2/catch.hpp>
+
+#include "codegen/x86/blocking.h"
+#include "codegen/x86/gemm.h"
+
+#include <string>
+#include <vector>
+
+using namespace kiln::x86;
+using namespace kiln::x86::testing;
+
+namespace {
+
+// The path a plan's problem takes on `pool`, by the counter that moved.
+std::string path_taken(const GemmPlan& plan, Case& c, kiln::ThreadPool& pool) {
+  const GemmStats before = stats();
+  plan.run(c.problem(), pool);
+  const GemmStats after = stats();
+  if (after.dot_calls > before.dot_calls) return "dot";
+  if (after.stream_calls > before.stream_calls) return "stream";
+  if (after.direct_calls > before.direct_calls) return "direct";
+  if (after.skinny_calls > before.skinny_calls) return "skinny";
+  if (after.packed_calls > before.packed_calls) return "packed";
+  return "none";
+}
+
+kiln::ThreadPool& pool2() {
+  static kiln::ThreadPool pool(2);
+  return pool;
+}
+
+// A plan for c's problem on `threads` threads, checked on every pool; it must take `path`.
+double check_case(Case& c, Isa isa, int threads, const char* path,
+                  const CacheSizes* caches = nullptr) {
+  auto plan = caches ? GemmPlan::make(c.problem(), isa, threads, false, *caches)
+                     : GemmPlan::make(c.problem(), isa, threads);
+  CHECK(path_taken(*plan, c, pool2()) == path);
+  return worst_on_every_pool(*plan, c);
+}
+
+}  // namespace
+
+TEST_CASE("x86 gemm: GEMV-like layouts read along rows take the dot or stream path",
+          "[x86][gemm][dot]") {
+  for (Isa isa : supported_isas()) {
+    auto path_of = [&](Shape s, Layout la, Layout lb, int64_t c_pad) {
+      Case c(s, la, lb, EpiKind{}, 1, c_pad);
+      return path_taken(*GemmPlan::make(c.problem(), isa, 2), c, pool2());
+    };
+    INFO(isa_name(isa));
+    // x @ W.T: M = 1 and up to 8 rows (before: packed, B packed on every call; small: direct with
+    // B copied), in or above the small volume.
+    CHECK(path_of({1, 4096, 1024}, Layout::row_major, Layout::transposed, 3) == "dot");
+    CHECK(path_of({1, 64, 64}, Layout::row_major, Layout::transposed, 3) == "dot");
+    CHECK(path_of({8, 1000, 512}, Layout::row_major, Layout::transposed, 3) == "dot");
+    CHECK(path_of({9, 1000, 512}, Layout::row_major, Layout::transposed, 3) == "packed");
+    // A @ b (N = 1): A's rows along K, C one contiguous column.
+    CHECK(path_of({4096, 1, 1024}, Layout::row_major, Layout::row_major, 0) == "dot");
+    CHECK(path_of({64, 1, 64}, Layout::row_major, Layout::row_major, 0) == "dot");
+    // A.T @ b (N = 1, A's columns unit-stride): the transpose on the stream path, above the small
+    // volume or with 64 Ki elements of A.
+    CHECK(path_of({4096, 1, 1024}, Layout::transposed, Layout::row_major, 0) == "stream");
+    CHECK(path_of({1024, 1, 64}, Layout::transposed, Layout::row_major, 0) == "stream");
+    CHECK(path_of({64, 1, 64}, Layout::transposed, Layout::row_major, 0) == "direct");
+    // A one-column C with its rows apart: neither (the kernels store contiguous outputs).
+    CHECK(path_of({4096, 1, 1024}, Layout::row_major, Layout::row_major, 3) != "dot");
+    CHECK(path_of({4096, 1, 1024}, Layout::transposed, Layout::row_major, 3) != "stream");
+  }
+}
+
+TEST_CASE("x86 gemm: x @ W.T on the dot path matches the reference", "[x86][gemm][dot]") {
+  // K: under one vector, vector tails of 1-7 (and 1-15 on AVX-512), exact unrolls, long; N: one
+  // output, partial groups, several groups and chunks.
+  const std::vector<int64_t> ks = {1, 5, 8, 13, 16, 31, 32, 33, 100, 1000};
+  const std::vector<int64_t> ns = {1, 7, 8, 9, 17, 100, 333};
+  const std::vector<int64_t> ms = {1, 2, 3, 8};
+  const Layout a_layouts[] = {Layout::row_major, Layout::strided, Layout::transposed,
+                              Layout::reversed_rows, Layout::padded};
+  const Layout b_layouts[] = {Layout::transposed, Layout::transposed_padded};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (int64_t M : ms) {
+      for (int64_t N : ns) {
+        for (int64_t K : ks) {
+          const Layout la = a_layouts[variant % 5];
+          // With K = 1 a transposed B is also row-major (the stream path's).
+          const Layout lb = K == 1 ? Layout::transposed_padded : b_layouts[variant / 5 % 2];
+          const EpiKind e = kEpilogueCycle[variant % 4];
+          const int threads = 1 + variant % 4;
+          Case c({M, N, K}, la, lb, e, uint32_t(4100 + variant));
+          INFO(isa_name(isa) << " " << M << "x" << N << "x" << K << " A " << layout_name(la)
+                             << " B " << layout_name(lb) << " epilogue " << variant % 4
+                             << " threads " << threads);
+          CHECK(check_case(c, isa, threads, "dot") <= 1.0);
+          ++variant;
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("x86 gemm: x @ W.T over several L2 blocks and chunks", "[x86][gemm][dot]") {
+  // A 16 KiB L2: blocks of 8 rows of X at K = 1000 (the smallest block), each read by every row
+  // of A; 2-4 chunks; the last block partial.
+  const CacheSizes small_l2{16 * 1024};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (Shape s : std::vector<Shape>{{2, 203, 1000}, {5, 64, 777}, {8, 1001, 300}, {3, 40, 129}}) {
+      for (int threads : {2, 3, 4}) {
+        const EpiKind e = kEpilogueCycle[variant % 4];
+        Case c(s, Layout::padded, Layout::transposed_padded, e, uint32_t(4300 + variant));
+        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
+                           << " epilogue " << variant % 4);
+        CHECK(check_case(c, isa, threads, "dot", &small_l2) <= 1.0);
+        ++variant;
+      }
+    }
+  }
+}
+
+TEST_CASE("x86 gemm: a one-column C on the dot and stream paths matches the reference",
+          "[x86][gemm][dot]") {
+  // A @ b: A's rows along K (forward, padded, reversed); b contiguous or strided (copied).
+  const std::vector<Shape> dot_shapes = {{1, 1, 1},     {1, 1, 777},    {2, 1, 9},
+                                         {7, 1, 16},    {9, 1, 33},     {63, 1, 5},
+                                         {100, 1, 100}, {1000, 1, 300}, {4099, 1, 64}};
+  const Layout a_rows[] = {Layout::row_major, Layout::padded, Layout::reversed_rows};
+  const Layout b_col[] = {Layout::row_major, Layout::strided, Layout::broadcast_row};
+  // A.T @ b: A's columns unit-stride, above the stream path's threshold.
+  const std::vector<Shape> stream_shapes = {
+      {1024, 1, 64}, {2000, 1, 333}, {70000, 1, 3}, {4096, 1, 1024}, {333, 1, 4099}};
+  const Layout a_cols[] = {Layout::transposed, Layout::transposed_padded};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const Shape& s : dot_shapes) {
+      for (int threads : {1, 2, 4}) {
+        const Layout la = a_rows[variant % 3], lb = b_col[variant / 3 % 3];
+        const EpiKind e = kEpilogueCycle[variant % 4];
+        Case c(s, la, lb, e, uint32_t(4500 + variant), 0);
+        INFO(isa_name(isa) << " dot " << s.M << "x1x" << s.K << " A " << layout_name(la) << " b "
+                           << layout_name(lb) << " epilogue " << variant % 4 << " threads "
+                           << threads);
+        CHECK(check_case(c, isa, threads, "dot") <= 1.0);
+        ++variant;
+      }
+    }
+    for (const Shape& s : stream_shapes) {
+      for (int threads : {1, 2, 3}) {
+        const Layout la = a_cols[variant % 2], lb = b_col[variant / 2 % 2];
+        const EpiKind e = kEpilogueCycle[variant % 4];
+        Case c(s, la, lb, e, uint32_t(4700 + variant), 0);
+        INFO(isa_name(isa) << " stream " << s.M << "x1x" << s.K << " A " << layout_name(la) << " b "
+                           << layout_name(lb) << " epilogue " << variant % 4 << " threads "
+                           << threads);
+        CHECK(check_case(c, isa, threads, "stream") <= 1.0);
+        ++variant;
+      }
+    }
+  }
+}
