@@ -10,6 +10,7 @@
 
 #include "codegen/x86/blocking.h"
 #include "codegen/x86/gemm.h"
+#include "codegen/x86/kernel_registry.h"
 
 #include <string>
 #include <vector>
@@ -164,5 +165,36 @@ TEST_CASE("x86 gemm: a one-column C on the dot and stream paths matches the refe
         ++variant;
       }
     }
+  }
+}
+
+TEST_CASE("x86 gemm: dot kernels for both ISAs generate on any host", "[x86][gemm][dot][listing]") {
+  // Generated and listed only (the AVX-512 one runs only where the CPU has it): zmm FMAs over the
+  // K loop folded to ymm (vextractf64x4), the cross-lane sums, a broadcast bias, a masked K tail
+  // and a partial last group.
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    KernelDesc d;
+    d.kind = KernelKind::dot;
+    d.isa = int64_t(isa);
+    d.rows = 1;
+    d.cols = 13;
+    d.K = 37;
+    d.a_cs = 1;
+    d.b_rs = 40;
+    d.ldc = 1;
+    d.has_bias = 1;
+    d.bias_bcast = 1;
+    d.act = int64_t(Activation::gelu);
+    d.has_residual = 1;
+    const Kernel& k = get_kernel(d);
+    const std::string& listing = kernel_listing(k);
+    INFO(isa_name(isa) << "\n" << listing.substr(0, 3000));
+    const std::string v = isa == Isa::avx512 ? "zmm" : "ymm";
+    CHECK(listing.find("vfmadd231ps " + v) != std::string::npos);
+    CHECK(listing.find("vhaddps ymm") != std::string::npos);
+    CHECK(listing.find("vperm2f128 ymm") != std::string::npos);
+    CHECK(listing.find("vbroadcastss ymm") != std::string::npos);
+    CHECK((listing.find("vextractf64x4") != std::string::npos) == (isa == Isa::avx512));
+    CHECK(listing.find(isa == Isa::avx512 ? "{k1}" : "vmaskmovps") != std::string::npos);
   }
 }

@@ -236,11 +236,12 @@ TEST_CASE("x86 gemm: a constant B is worth packing once only where the plan woul
   CHECK_FALSE(pays({16, 16, 8192}, Layout::row_major, 2));
   CHECK_FALSE(pays({100, 45, 4096}, Layout::row_major, 1));
   CHECK_FALSE(pays({100, 109, 4096}, Layout::row_major, 2));
-  CHECK_FALSE(pays({4, 12, 8}, Layout::transposed, 2));  // dot (x @ w.T, up to 8 rows)
+  CHECK_FALSE(pays({1, 12, 8}, Layout::transposed, 2));  // dot (x @ w.T, one row)
   // Packed on every call, or copied (a transposed B under the direct kernel), or skinny.
   CHECK(pays({4, 2048, 1024}, Layout::row_major, 2));
   CHECK(pays({128, 4096, 1024}, Layout::row_major, 2));
   CHECK(pays({100, 109, 4096}, Layout::row_major, 1));  // one thread: no K split
   CHECK(pays({12, 12, 8}, Layout::transposed, 2));
+  CHECK(pays({4, 12, 8}, Layout::transposed, 2));  // dot over 2-8 rows of A
   CHECK(pays({8, 1000, 1000}, Layout::row_major, 2));
 }

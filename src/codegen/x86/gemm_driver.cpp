@@ -269,12 +269,16 @@ void GemmPlan::Impl::plan_stream(const GemmProblem& p, const KernelDesc& base, i
 // 0.75x (stream; with B from memory, 256 MB of weights rotated: 0.81-0.96x); and against packing
 // per call, kept: 4x4096x1024 2.26x, 128x4096x1024 1.10x (packed), 8x1000x1000 1.18-1.56x
 // (skinny). 64^3 (direct, one thread) ran 1.08-1.12x packed once (then on both threads): not
-// worth a rule of its own.
+// worth a rule of its own. x @ W.T on the dot path, packed once (then the packed path) against
+// read in place, paired plans, 2 threads (1): M = 1 0.68x at 1x4096x4096 (0.71x), 0.77x at
+// 1x1024x1024 (0.76x), 0.80x at 1x11008x4096; M = 2-8 1.18x at 4x4096x4096 (1.12x), 1.40x at
+// 2x1024x1024, 1.91x at 8x4096x1024 (one thread, 8x1024x1024: 3.05x).
 bool GemmPlan::prepacked_b_pays() const {
   const Impl& s = *impl_;
   // A direct kernel over a B without unit column stride copies it row-major on every call.
   return (s.path == Path::packed && s.blk.tk == 1) || s.path == Path::skinny ||
-         (s.path == Path::direct && s.copy_b);
+         (s.path == Path::direct && s.copy_b) ||
+         (s.path == Path::dot && s.dot_over == DotOver::b_rows && s.M > 1);
 }
 
 GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
