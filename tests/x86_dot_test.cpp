@@ -12,6 +12,8 @@
 #include "codegen/x86/gemm.h"
 #include "codegen/x86/kernel_registry.h"
 
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -140,31 +142,27 @@ TEST_CASE("x86 gemm: a one-column C on the dot and stream paths matches the refe
       {1024, 1, 64}, {2000, 1, 333}, {70000, 1, 3}, {4096, 1, 1024}, {333, 1, 4099}};
   const Layout a_cols[] = {Layout::transposed, Layout::transposed_padded};
   int variant = 0;
-  for (Isa isa : supported_isas()) {
-    for (const Shape& s : dot_shapes) {
-      for (int threads : {1, 2, 4}) {
-        const Layout la = a_rows[variant % 3], lb = b_col[variant / 3 % 3];
+  // Each shape on each thread count, layouts and epilogue cycling with the variant.
+  auto sweep = [&](Isa isa, const std::vector<Shape>& shapes, std::span<const Layout> las,
+                   std::span<const Layout> lbs, std::initializer_list<int> thread_counts,
+                   const char* path) {
+    for (const Shape& s : shapes) {
+      for (int threads : thread_counts) {
+        const Layout la = las[size_t(variant) % las.size()],
+                     lb = lbs[size_t(variant) / las.size() % lbs.size()];
         const EpiKind e = kEpilogueCycle[variant % 4];
         Case c(s, la, lb, e, uint32_t(4500 + variant), 0);
-        INFO(isa_name(isa) << " dot " << s.M << "x1x" << s.K << " A " << layout_name(la) << " b "
-                           << layout_name(lb) << " epilogue " << variant % 4 << " threads "
+        INFO(isa_name(isa) << " " << path << " " << s.M << "x1x" << s.K << " A " << layout_name(la)
+                           << " b " << layout_name(lb) << " epilogue " << variant % 4 << " threads "
                            << threads);
-        CHECK(check_case(c, isa, threads, "dot") <= 1.0);
+        CHECK(check_case(c, isa, threads, path) <= 1.0);
         ++variant;
       }
     }
-    for (const Shape& s : stream_shapes) {
-      for (int threads : {1, 2, 3}) {
-        const Layout la = a_cols[variant % 2], lb = b_col[variant / 2 % 2];
-        const EpiKind e = kEpilogueCycle[variant % 4];
-        Case c(s, la, lb, e, uint32_t(4700 + variant), 0);
-        INFO(isa_name(isa) << " stream " << s.M << "x1x" << s.K << " A " << layout_name(la) << " b "
-                           << layout_name(lb) << " epilogue " << variant % 4 << " threads "
-                           << threads);
-        CHECK(check_case(c, isa, threads, "stream") <= 1.0);
-        ++variant;
-      }
-    }
+  };
+  for (Isa isa : supported_isas()) {
+    sweep(isa, dot_shapes, a_rows, b_col, {1, 2, 4}, "dot");
+    sweep(isa, stream_shapes, a_cols, std::span<const Layout>(b_col, 2), {1, 2, 3}, "stream");
   }
 }
 
