@@ -65,6 +65,8 @@ TEST_CASE("x86 gemm: GEMV-like layouts read along rows take the dot or stream pa
     CHECK(path_of({1, 64, 64}, Layout::row_major, Layout::transposed, 3) == "dot");
     CHECK(path_of({8, 1000, 512}, Layout::row_major, Layout::transposed, 3) == "dot");
     CHECK(path_of({9, 1000, 512}, Layout::row_major, Layout::transposed, 3) == "packed");
+    // One output column with C's rows apart: B's one row along K (its column stride unused).
+    CHECK(path_of({4, 1, 1024}, Layout::row_major, Layout::transposed, 3) == "dot");
     // A @ b (N = 1): A's rows along K, C one contiguous column.
     CHECK(path_of({4096, 1, 1024}, Layout::row_major, Layout::row_major, 0) == "dot");
     CHECK(path_of({64, 1, 64}, Layout::row_major, Layout::row_major, 0) == "dot");

@@ -37,11 +37,12 @@ DotOver dot_path_for(const GemmProblem& p, bool prepacked_b) {
     return DotOver::none;
   // A's rows against B's one column; C and the residual one contiguous column.
   if (p.N == 1 && p.a.col_stride == 1 && (p.M == 1 || p.ldc == 1) &&
-      (!p.epi.residual || p.M == 1 || p.epi.ld_residual == 1) && dot_fits(p.a.row_stride, p.K))
+      (!p.epi.residual || p.M == 1 || p.epi.ld_residual == 1) &&
+      dot_fits(p.M == 1 ? 0 : p.a.row_stride, p.K))
     return DotOver::a_rows;
   // Up to kDotMaxRows rows of A against B's rows along K (not B's columns: the stream path's).
   if (p.M <= kDotMaxRows && p.b.row_stride == 1 && (p.N == 1 || p.b.col_stride != 1) &&
-      dot_fits(p.b.col_stride, p.K))
+      dot_fits(p.N == 1 ? 0 : p.b.col_stride, p.K))
     return DotOver::b_rows;
   return DotOver::none;
 }
@@ -68,7 +69,8 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   d.rows = 1;
   d.K = p.K;
   d.a_cs = 1;
-  d.b_rs = over == DotOver::a_rows ? p.a.row_stride : p.b.col_stride;
+  // One output: X's row stride is never used (one kernel for any).
+  d.b_rs = nout == 1 ? 0 : over == DotOver::a_rows ? p.a.row_stride : p.b.col_stride;
   d.ldc = 1;
   d.ld_res = 0;
   d.bias_bcast = over == DotOver::a_rows && base.has_bias;

@@ -272,13 +272,19 @@ void GemmPlan::Impl::plan_stream(const GemmProblem& p, const KernelDesc& base, i
 // worth a rule of its own. x @ W.T on the dot path, packed once (then the packed path) against
 // read in place, paired plans, 2 threads (1): M = 1 0.68x at 1x4096x4096 (0.71x), 0.77x at
 // 1x1024x1024 (0.76x), 0.80x at 1x11008x4096; M = 2-8 1.18x at 4x4096x4096 (1.12x), 1.40x at
-// 2x1024x1024, 1.91x at 8x4096x1024 (one thread, 8x1024x1024: 3.05x).
+// 2x1024x1024, 1.91x at 8x4096x1024 (one thread, 8x1024x1024: 3.05x); narrower, packed once
+// pays from kDotPackedMinCols columns: 4x16x4096 0.50x, 4x32x4096 0.85x (1.20x), 8x32x4096
+// 1.27x, 4x64x4096 1.12x (1.61x), 8x64x4096 1.55x, 2x256x1024 1.22x (1.33x); one output column
+// (ldc past 1, so not the a_rows dot path) 8x1x4096 0.09x. Misses left: 2x64x1024 0.84x,
+// 2x4096x4096 (B from memory) 0.87x (0.86x).
+constexpr int64_t kDotPackedMinCols = 64;
 bool GemmPlan::prepacked_b_pays() const {
   const Impl& s = *impl_;
   // A direct kernel over a B without unit column stride copies it row-major on every call.
   return (s.path == Path::packed && s.blk.tk == 1) || s.path == Path::skinny ||
          (s.path == Path::direct && s.copy_b) ||
-         (s.path == Path::dot && s.dot_over == DotOver::b_rows && s.M > 1);
+         (s.path == Path::dot && s.dot_over == DotOver::b_rows && s.M > 1 &&
+          s.N >= kDotPackedMinCols);
 }
 
 GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
