@@ -1,5 +1,6 @@
 // The GEMM plan's internals (gemm_driver.cpp makes plans and runs most paths; k_split.cpp plans
-// direct_k and runs both K splits): a problem resolved once to a path, its blocking and kernels.
+// direct_k and runs both K splits; stream_path.cpp and dot_path.cpp plan and run the GEMV-like
+// paths): a problem resolved once to a path, its blocking and kernels.
 #pragma once
 
 #include "codegen/x86/blocking.h"
@@ -95,6 +96,13 @@ KernelDesc epilogue_desc(const GemmProblem& p, Isa isa);
 // A direct kernel over rows x cols of p with K steps, B's rows b_rs apart.
 KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t rows, int64_t cols,
                        int64_t K, int64_t b_rs);
+// Whether the stream path (stream_path.cpp) can run p (GEMV, B's rows forward with unit column
+// stride).
+bool stream_can(const GemmProblem& p, bool prepacked_b);
+// A.T @ b (one column, A's columns unit-stride, C and the residual contiguous columns), run on
+// the stream path as its transpose row_problem_of_column(p).
+bool column_as_row_fits(const GemmProblem& p);
+GemmProblem row_problem_of_column(const GemmProblem& p);
 // The dot path's operand for p, or DotOver::none where it cannot run p.
 DotOver dot_path_for(const GemmProblem& p, bool prepacked_b);
 // Whether direct_k (small C, a long K; k_split.cpp) suits an M x N x K problem on T threads.

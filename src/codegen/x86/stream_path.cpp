@@ -1,0 +1,131 @@
+// The stream path (stream_kernel.cpp) for GEMVs: M = 1 with B's rows unit-stride (B streamed row
+// by row into a chunk of C kept in L1, the chunks over the threads, or runs of K with partial
+// rows added after them), and A.T @ b for one column b, run as its transpose.
+#include "codegen/x86/gemm_plan.h"
+#include "codegen/x86/pack.h"
+
+#include <algorithm>
+
+namespace kiln::x86 {
+
+namespace {
+
+// Stream (GEMV) chunks: at most this many columns (C's chunk stays in L1), at least kStreamMin
+// per thread's share so that small N is not split into slivers.
+constexpr int64_t kStreamMaxCols = 4096;
+constexpr int64_t kStreamMinCols = 256;
+// Stream K split: where fewer chunks of at most kStreamMaxCols columns than threads cover N, the
+// threads split K instead (each over all of its chunk's columns, into C or a partial row summed
+// after): every task then reads one contiguous run of B's rows front to back, instead of a narrow
+// run of each row (chunks of N / threads columns, a row stride apart). Taken for at least
+// kStreamSplitMinElems elements of B (reached only with a symbolic M: the direct kernel takes
+// smaller GEMVs) and kStreamMinRows rows of K a task. Measured on the Zen 3 (2 threads, paired
+// plans, M x N x K), split over K against over N, B from memory (a model's weights: 256 MB of
+// copies rotated): 1x1024x1024 1.54x, 1x1024x4096 1.88x, 1x4096x1024 1.09x, 1x4096x4096 1.15x;
+// the same B on every call: 1x1024x1024 1.28x, 1x1024x4096 3.97x (the N split's 512-column runs
+// of 4 KiB rows ran at 7 GFLOP/s), 1x4096x1024 1.22x, 1x4096x4096 1.18x, 1x2048x512 1.10x.
+constexpr int64_t kStreamSplitMinElems = 32 * 1024;
+constexpr int64_t kStreamMinRows = 64;
+// K tasks of the stream path for a 1 x N x K problem on T threads (1: split over N only).
+int64_t stream_k_tasks(int64_t N, int64_t K, int64_t T) {
+  const int64_t n_chunks = ceil_div(N, kStreamMaxCols);
+  if (n_chunks >= T || N * K < kStreamSplitMinElems) return 1;
+  return std::max<int64_t>(1, std::min(T / n_chunks, K / kStreamMinRows));
+}
+
+// The stream kernel addresses four rows of B and A's four elements with 32-bit displacements.
+bool stream_fits(const GemmProblem& p) {
+  auto mag = [](int64_t v) { return v < 0 ? -v : v; };
+  return p.a.col_stride > 0 && p.b.row_stride > 0 &&
+         5 * mag(p.b.row_stride) + p.N + 64 < (int64_t{1} << 28) &&
+         4 * mag(p.a.col_stride) < (int64_t{1} << 28);
+}
+
+}  // namespace
+
+// Whether the stream path can run p (GEMV, B's rows forward with unit column stride).
+bool stream_can(const GemmProblem& p, bool prepacked_b) {
+  return !prepacked_b && p.M == 1 && p.b.col_stride == 1 && !p.dynamic_nk && stream_fits(p);
+}
+
+// A.T @ x: a one-column C whose A has unit-stride columns (before: packed, A packed on every
+// call, 2.6 GB/s on the Zen 3 at 4096x1x4096), run as its transpose C.T [1, M] = B.T [1, K] @
+// A.T [K, M], a GEMV over A's columns on the stream path; C and the residual must be contiguous
+// columns, and the bias (one value) is broadcast over C.T's row.
+bool column_as_row_fits(const GemmProblem& p) {
+  return p.N == 1 && p.M > 1 && !p.dynamic_m && p.a.row_stride == 1 && p.a.col_stride != 1 &&
+         p.ldc == 1 && (!p.epi.residual || p.epi.ld_residual == 1);
+}
+GemmProblem row_problem_of_column(const GemmProblem& p) {
+  GemmProblem t = p;
+  t.M = 1;
+  t.N = p.M;
+  t.a = {p.b.data, 0, p.b.row_stride};
+  t.b = {p.a.data, p.a.col_stride, 1};
+  t.ldc = t.N;
+  t.epi.ld_residual = t.N;
+  return t;
+}
+
+// The stream path for a GEMV p (M = 1, B's columns unit-stride); base: p's epilogue. A bias
+// broadcast over C's row (base.bias_bcast) keeps the split over N (the K split's epilogue kernels
+// read one bias value per column).
+void GemmPlan::Impl::plan_stream(const GemmProblem& p, const KernelDesc& base, int64_t T) {
+  path = Path::stream;
+  const int64_t vl = isa == Isa::avx512 ? 16 : 8;
+  const int64_t tk = base.bias_bcast ? 1 : stream_k_tasks(p.N, p.K, T);
+  if (tk > 1) {
+    chunk = round_up(ceil_div(p.N, ceil_div(p.N, kStreamMaxCols)), vl);
+  } else {
+    const int64_t share = std::max(kStreamMinCols, ceil_div(p.N, T));
+    chunk = round_up(std::min(kStreamMaxCols, share), vl);
+  }
+  nchunks = ceil_div(p.N, chunk);
+  const int64_t last_chunk = p.N - (nchunks - 1) * chunk;
+  // With a K split the stream kernels sum into C and partial rows, and the epilogue comes
+  // after the sum (reduce_k_split, with the packed kernels over no K steps).
+  blk.tk = tk;
+  if (tk > 1) {
+    blk.MR = packed_mr(isa);
+    blk.NR = packed_nr(isa);
+    blk.mtiles = 1;
+    blk.npanels = ceil_div(p.N, blk.NR);
+    if (base.has_epilogue()) use_packed(base, 1, 1);
+  }
+  for (int lc = 0; lc < 2; ++lc) {
+    if (lc == 0 && nchunks == 1) continue;
+    KernelDesc d = tk > 1 ? epilogue_desc(GemmProblem{}, isa) : base;
+    d.kind = KernelKind::stream;
+    d.rows = 1;
+    d.cols = lc ? last_chunk : chunk;
+    d.a_cs = p.a.col_stride;
+    d.b_rs = p.b.row_stride;
+    d.ld_res = 0;
+    stream[lc] = use(d);
+  }
+}
+
+void GemmPlan::Impl::run_stream(const GemmProblem& p, ThreadPool* pool) const {
+  // Task t: chunk t % nchunks over K run t / nchunks, into C (the first run) or a partial row.
+  const int64_t tk = blk.tk;
+  float* partials = tk > 1 ? thread_scratch(ScratchSlot::k_partial, size_t((tk - 1) * N)) : nullptr;
+  parallel(pool, nchunks * tk, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t c = t % nchunks, kt = t / nchunks;
+      const int64_t j0 = c * chunk, k0 = kt * K / tk, k1 = (kt + 1) * K / tk;
+      float* y = kt == 0 ? p.c : partials + (kt - 1) * N;
+      // A one-column C's transpose: its one bias value for every chunk.
+      const KernelArgs args{p.epi.bias ? p.epi.bias + (column_as_row ? 0 : j0) : nullptr,
+                            p.epi.residual ? p.epi.residual + j0 : nullptr,
+                            k1 - k0,
+                            0,
+                            0,
+                            p.epi.scale};
+      stream[c == nchunks - 1]->fn(&args, p.a.data + k0 * p.a.col_stride,
+                                   p.b.data + k0 * p.b.row_stride + j0, y + j0);
+    }
+  });
+  if (tk > 1) reduce_k_split(p, partials, pool);
+}
+
+}  // namespace kiln::x86
