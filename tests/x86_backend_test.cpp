@@ -113,6 +113,49 @@ TEST_CASE("transposed, strided and batched operands are read in place", "[x86][b
       }
 }
 
+TEST_CASE("x @ w.T (a linear layer's weight layout) reads w in place on the dot path",
+          "[x86][backend][dot]") {
+  // w stored [n, k], an argument: up to 8 rows, the dot kernels read it in place (no copy, no
+  // packing). As a constant, w.T is folded at compile time into a row-major constant (then read
+  // in place or packed once as any constant weight): results only.
+  struct Case {
+    int64_t m, k, n;
+    bool constant;
+  };
+  for (const Case& c :
+       {Case{1, 300, 200, false}, Case{4, 300, 200, false}, Case{8, 64, 1001, false},
+        Case{1, 300, 200, true}, Case{4, 300, 128, true}}) {
+    auto x = random_values(c.m * c.k, 21), w = random_values(c.n * c.k, 22);
+    const int64_t k = c.k, n = c.n;
+    kiln::Function f =
+        c.constant
+            ? kiln::jit([&](kiln::Tensor x) {
+                return kiln::matmul(x, kiln::constant(w.data(), {n, k}, kiln::f32).T());
+              })
+            : kiln::jit([](kiln::Tensor x, kiln::Tensor w) { return kiln::matmul(x, w.T()); });
+    std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {c.m, c.k}, kiln::f32)};
+    if (!c.constant) args.push_back(kiln::Array::view(w.data(), {c.n, c.k}, kiln::f32));
+    const kiln::x86::GemmStats before = kiln::x86::stats();
+    auto out = f(args);
+    const kiln::x86::GemmStats after = kiln::x86::stats();
+    INFO("m " << c.m << " k " << c.k << " n " << c.n << " constant " << c.constant);
+    REQUIRE(kernels_on(f, "x86") == 1);
+    if (!c.constant) {
+      CHECK(after.dot_calls == before.dot_calls + 1);
+      CHECK(f.inspect(args).kernels.at(0).asm_text.find("; dot_") != std::string::npos);
+    }
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double acc = 0, mag = 0;
+        for (int64_t q = 0; q < c.k; ++q) {
+          acc += double(x[i * c.k + q]) * w[j * c.k + q];
+          mag += std::abs(double(x[i * c.k + q]) * w[j * c.k + q]);
+        }
+        REQUIRE(std::abs(out[0].data<float>()[i * c.n + j] - acc) <= 1e-5 + 1e-6 * mag);
+      }
+  }
+}
+
 TEST_CASE("a constant weight is packed once where that pays; different weights share no kernel",
           "[x86][backend]") {
   // m, k, n = 4, 8, 12: the direct kernel reads the weight in place (packed once, the packed path
