@@ -75,8 +75,13 @@ TEST_CASE("x86 gemm: GEMV-like layouts read along rows take the dot or stream pa
     CHECK(path_of({4096, 1, 1024}, Layout::transposed, Layout::row_major, 0) == "stream");
     CHECK(path_of({1024, 1, 64}, Layout::transposed, Layout::row_major, 0) == "stream");
     CHECK(path_of({64, 1, 64}, Layout::transposed, Layout::row_major, 0) == "direct");
-    // A one-column C with its rows apart: neither (the kernels store contiguous outputs).
-    CHECK(path_of({4096, 1, 1024}, Layout::row_major, Layout::row_major, 3) != "dot");
+    // A @ B with up to 4 columns and at least 8 rows, C's rows apart (outputs stored one lane at
+    // a time down each column); A.T @ b with C's rows apart stays off the stream path.
+    CHECK(path_of({4096, 1, 1024}, Layout::row_major, Layout::row_major, 3) == "dot");
+    CHECK(path_of({4096, 4, 1024}, Layout::row_major, Layout::row_major, 3) == "dot");
+    CHECK(path_of({8, 2, 64}, Layout::row_major, Layout::row_major, 3) == "dot");
+    CHECK(path_of({4096, 5, 1024}, Layout::row_major, Layout::row_major, 3) != "dot");
+    CHECK(path_of({7, 4, 1024}, Layout::row_major, Layout::row_major, 3) != "dot");
     CHECK(path_of({4096, 1, 1024}, Layout::transposed, Layout::row_major, 3) != "stream");
   }
 }
@@ -168,33 +173,71 @@ TEST_CASE("x86 gemm: a one-column C on the dot and stream paths matches the refe
   }
 }
 
+TEST_CASE("x86 gemm: A @ B with 1-4 columns on the dot path matches the reference",
+          "[x86][gemm][dot]") {
+  // Outputs down C's columns a row apart (C and the residual padded), B's columns copied
+  // (row-major, transposed, strided, one row broadcast), A forward, padded or reversed; groups of
+  // 1-8 rows, K's tails, every epilogue (bias[j] for all of column j), 1-4 threads, and a 16 KiB
+  // L2 for blocks of 8 rows of A read by every column.
+  const std::vector<int64_t> ms = {8, 9, 17, 100, 1001};
+  const std::vector<int64_t> ks = {1, 7, 8, 33, 300};
+  const Layout a_layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows};
+  const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
+                              Layout::broadcast_row};
+  const CacheSizes small_l2{16 * 1024};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (int64_t M : ms) {
+      for (int64_t N : {1, 2, 3, 4}) {
+        for (int64_t K : ks) {
+          const Layout la = a_layouts[variant % 3], lb = b_layouts[variant / 3 % 4];
+          const EpiKind e = kEpilogueCycle[variant % 4];
+          const int threads = 1 + variant % 4;
+          Case c({M, N, K}, la, lb, e, uint32_t(4900 + variant));
+          INFO(isa_name(isa) << " " << M << "x" << N << "x" << K << " A " << layout_name(la)
+                             << " B " << layout_name(lb) << " epilogue " << variant % 4
+                             << " threads " << threads);
+          CHECK(check_case(c, isa, threads, "dot", variant % 2 ? &small_l2 : nullptr) <= 1.0);
+          ++variant;
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("x86 gemm: dot kernels for both ISAs generate on any host", "[x86][gemm][dot][listing]") {
   // Generated and listed only (the AVX-512 one runs only where the CPU has it): zmm FMAs over the
   // K loop folded to ymm (vextractf64x4), the cross-lane sums, a broadcast bias, a masked K tail
   // and a partial last group.
-  for (Isa isa : {Isa::avx512, Isa::avx2}) {
-    KernelDesc d;
-    d.kind = KernelKind::dot;
-    d.isa = int64_t(isa);
-    d.rows = 1;
-    d.cols = 13;
-    d.K = 37;
-    d.a_cs = 1;
-    d.b_rs = 40;
-    d.ldc = 1;
-    d.has_bias = 1;
-    d.bias_bcast = 1;
-    d.act = int64_t(Activation::gelu);
-    d.has_residual = 1;
-    const Kernel& k = get_kernel(d);
-    const std::string& listing = kernel_listing(k);
-    INFO(isa_name(isa) << "\n" << listing.substr(0, 3000));
-    const std::string v = isa == Isa::avx512 ? "zmm" : "ymm";
-    CHECK(listing.find("vfmadd231ps " + v) != std::string::npos);
-    CHECK(listing.find("vhaddps ymm") != std::string::npos);
-    CHECK(listing.find("vperm2f128 ymm") != std::string::npos);
-    CHECK(listing.find("vbroadcastss ymm") != std::string::npos);
-    CHECK((listing.find("vextractf64x4") != std::string::npos) == (isa == Isa::avx512));
-    CHECK(listing.find(isa == Isa::avx512 ? "{k1}" : "vmaskmovps") != std::string::npos);
+  for (int64_t ld : {1, 5}) {
+    for (Isa isa : {Isa::avx512, Isa::avx2}) {
+      KernelDesc d;
+      d.kind = KernelKind::dot;
+      d.isa = int64_t(isa);
+      d.rows = 1;
+      d.cols = 13;
+      d.K = 37;
+      d.a_cs = 1;
+      d.b_rs = 40;
+      d.ldc = ld;
+      d.ld_res = ld == 1 ? 1 : 3;
+      d.has_bias = 1;
+      d.bias_bcast = 1;
+      d.act = int64_t(Activation::gelu);
+      d.has_residual = 1;
+      const Kernel& k = get_kernel(d);
+      const std::string& listing = kernel_listing(k);
+      INFO(isa_name(isa) << "\n" << listing.substr(0, 3000));
+      const std::string v = isa == Isa::avx512 ? "zmm" : "ymm";
+      CHECK(listing.find("vfmadd231ps " + v) != std::string::npos);
+      CHECK(listing.find("vhaddps ymm") != std::string::npos);
+      CHECK(listing.find("vperm2f128 ymm") != std::string::npos);
+      CHECK(listing.find("vbroadcastss ymm") != std::string::npos);
+      CHECK((listing.find("vextractf64x4") != std::string::npos) == (isa == Isa::avx512));
+      CHECK(listing.find(isa == Isa::avx512 ? "{k1}" : "vmaskmovps") != std::string::npos);
+      // Outputs and residual elements rows apart: stored and gathered one lane at a time.
+      CHECK((listing.find("vextractps") != std::string::npos) == (ld != 1));
+      CHECK((listing.find("vinsertps") != std::string::npos) == (ld != 1));
+    }
   }
 }

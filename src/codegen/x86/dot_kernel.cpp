@@ -1,7 +1,8 @@
 // The dot-product GEMV generator, for GEMV-like problems whose reduction runs along the rows of the
 // large operand: x @ W.T with W [N, K] row-major (M = 1, B's rows unit-stride along K), or A @ b
 // with b one column (N = 1, A's rows unit-stride along K). out[j] = epilogue(sum_k v[k] X[j, k])
-// for the `cols` rows X[j] of the chunk, X[j] at b + j * b_rs, v at a (unit stride), out at c + j.
+// for the `cols` rows X[j] of the chunk, X[j] at b + j * b_rs, v at a (unit stride), out[j] at
+// c + j * ldc, the residual's j-th element ld_res apart.
 // Eight rows at a time, each row read front to back with its own accumulator (eight streams the
 // hardware prefetchers follow, eight independent FMA chains); the eight sums are reduced across
 // lanes into one ymm vector, which gets the epilogue (bias per output or, for N = 1, one bias value
@@ -10,6 +11,7 @@
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
 
+#include <algorithm>
 #include <cstddef>
 
 namespace kiln::x86 {
@@ -29,8 +31,12 @@ class DotGen {
         v_(a, d.isa == int64_t(Isa::avx512), ax::rax),
         y_(a, false, ax::rax),
         vl_(v_.lanes()) {
-    KILN_CHECK(d.cols >= 1 && d.rows == 1 && d.K >= 1 && d.a_cs == 1 && d.ldc == 1) << d.name();
-    const int64_t reach = (kRows - 1) * (d.b_rs < 0 ? -d.b_rs : d.b_rs) * 4 + d.K * 4 + 64;
+    KILN_CHECK(d.cols >= 1 && d.rows == 1 && d.K >= 1 && d.a_cs == 1 &&
+               (!d.has_residual || d.ld_res != 0))
+        << d.name();
+    auto mag = [](int64_t v) { return v < 0 ? -v : v; };
+    const int64_t reach =
+        (kRows - 1) * std::max({mag(d.b_rs), mag(d.ldc), mag(d.ld_res)}) * 4 + d.K * 4 + 64;
     KILN_CHECK(reach < (int64_t{1} << 31)) << "strides too large for a dot kernel: " << d.name();
   }
   void emit();
@@ -43,6 +49,7 @@ class DotGen {
   // ymm0 = the eight accumulators' sums (lane r: row r).
   void reduce();
   void epilogue_store(int rows);
+  void gather(int dst, const ax::Gp& base, int64_t stride, int rows);
 
   ax::Vec acc(int r) const { return v_.vec(r); }
   ax::Vec vin(int u) const { return v_.vec(kRows + u); }
@@ -99,9 +106,26 @@ void DotGen::reduce() {
   a_.vaddps(ymm(0), ymm(1), ymm(2));
 }
 
+// Lanes [0, rows) of ymm(dst) from `rows` floats `stride` elements apart at base (ymm(dst +
+// 1) is clobbered).
+void DotGen::gather(int dst, const ax::Gp& base, int64_t stride, int rows) {
+  const ax::Xmm lo = ax::xmm(dst), hi = ax::xmm(dst + 1);
+  auto elem = [&](int r) { return ax::dword_ptr(base, int32_t(r * stride * 4)); };
+  for (int h = 0; h < 2 && h * 4 < rows; ++h) {
+    const ax::Xmm x = h ? hi : lo;
+    a_.vmovss(x, elem(h * 4));
+    for (int r = h * 4 + 1; r < std::min(rows, h * 4 + 4); ++r)
+      a_.vinsertps(x, x, elem(r), uint8_t((r % 4) << 4));
+  }
+  if (rows > 4) a_.vinsertf128(ax::ymm(dst), ax::ymm(dst), hi, 1);
+}
+
 void DotGen::epilogue_store(int rows) {
   const ax::Vec x = ymm(0);
   const ax::Vec t[4] = {ymm(12), ymm(13), ymm(14), ymm(15)};
+  // Outputs (and residual elements) a row apart: the residual gathered into ymm(10) and added
+  // after the rest of the epilogue (it comes last), the outputs stored one lane at a time.
+  const bool res_strided = d_.has_residual && d_.ld_res != 1;
   if (d_.has_epilogue()) {
     VecEmitter::Epilogue e;
     e.scale = d_.has_scale;
@@ -110,11 +134,22 @@ void DotGen::epilogue_store(int rows) {
     e.bias_broadcast = d_.bias_bcast != 0;
     e.bias_mem = d_.bias_bcast ? ax::dword_ptr(bias_) : ax::ptr(bias_);
     e.act = Activation(d_.act);
-    e.residual = d_.has_residual;
+    e.residual = d_.has_residual && !res_strided;
     e.residual_mem = ax::ptr(res_);
     y_.epilogue(x, e, rows, t);
   }
-  y_.store_masked(ax::ptr(out_), x, rows, t[0]);
+  if (res_strided) {
+    gather(10, res_, d_.ld_res, rows);
+    a_.vaddps(x, x, ymm(10));
+  }
+  if (d_.ldc == 1) {
+    y_.store_masked(ax::ptr(out_), x, rows, t[0]);
+    return;
+  }
+  if (rows > 4) a_.vextractf128(ax::xmm(1), ax::ymm(0), 1);
+  for (int r = 0; r < rows; ++r)
+    a_.vextractps(ax::dword_ptr(out_, int32_t(r * d_.ldc * 4)), ax::xmm(r < 4 ? 0 : 1),
+                  uint8_t(r % 4));
 }
 
 void DotGen::group(int rows) {
@@ -154,17 +189,20 @@ void DotGen::emit() {
   if (d_.has_residual) a_.mov(res_, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
   const int64_t groups = d_.cols / kRows;
   const int rest = int(d_.cols % kRows);
-  const int64_t x_step = kRows * d_.b_rs * 4;
-  auto advance = [&] {
-    if (x_step == int64_t(int32_t(x_step))) {
-      a_.add(x_, int32_t(x_step));
+  auto step = [&](const ax::Gp& reg, int64_t stride) {
+    const int64_t bytes = kRows * stride * 4;
+    if (bytes == int64_t(int32_t(bytes))) {
+      a_.add(reg, int32_t(bytes));
     } else {
-      a_.mov(idx_, x_step);
-      a_.add(x_, idx_);
+      a_.mov(idx_, bytes);
+      a_.add(reg, idx_);
     }
-    a_.add(out_, kRows * 4);
+  };
+  auto advance = [&] {
+    step(x_, d_.b_rs);
+    step(out_, d_.ldc);
     if (d_.has_bias && !d_.bias_bcast) a_.add(bias_, kRows * 4);
-    if (d_.has_residual) a_.add(res_, kRows * 4);
+    if (d_.has_residual) step(res_, d_.ld_res);
   };
   if (groups > 0) {
     asmjit::Label loop = a_.newLabel();

@@ -2,11 +2,13 @@
 // product over K (dot_kernel.cpp). Two layouts reach it:
 //   DotOver::b_rows: x @ W.T with W [N, K] row-major (B's element (k, j) at j * col_stride + k),
 //   the layout of a linear layer's weight; up to kDotMaxRows rows of A.
-//   DotOver::a_rows: A @ b with b one column (N = 1) and A's rows unit-stride along K.
-// Both packed B (or A) on every call before (the BLIS path), and ran at 2-3 GB/s on the Zen 3.
-// Outputs are split into one chunk per thread. With several rows of A, each chunk is walked in
-// blocks of rows of X that stay in L2 while every row of A takes its dot products with them, so
-// X is read from memory once.
+//   DotOver::a_rows: A @ B with up to kDotMaxCols columns of B and A's rows unit-stride along K
+//   (B's columns, copied contiguous where they are not, are the vectors).
+// Both packed B (or A) on every call before (the BLIS path), and ran at 2-3 GB/s on the Zen 3
+// (one column; 2-4 columns ran 5-11 GB/s on the direct and packed paths).
+// Outputs are split into one chunk per thread. With several vectors, each chunk is walked in
+// blocks of rows of X that stay in L2 while every vector takes its dot products with them, so X
+// is read from memory once.
 #include "codegen/x86/gemm_plan.h"
 #include "codegen/x86/pack.h"
 #include "support/check.h"
@@ -19,15 +21,23 @@ namespace kiln::x86 {
 namespace {
 
 constexpr int64_t kDotMaxRows = 8;  // rows of A (DotOver::b_rows)
-constexpr int64_t kDotGroup = 8;    // the kernel's rows per group
+// Columns of B (DotOver::a_rows). Against the direct, direct_rows and packed paths (Zen 3, kiln /
+// OpenBLAS in separate processes, 2 threads): 2-4 columns 1.08-3.5x (4096x2x4096 1.79x -> 2.76x,
+// 2048x2x512 1.53x -> 3.59x, 300x2x300 1.50x -> 5.21x, 2048x3x2048 1.48x -> 3.21x, 300x4x300
+// 2.65x -> 2.85x, 8192x4x256 2.94x -> 4.07x; one thread 100x2x100 1.41x -> 3.11x, 64x4x64 1.68x ->
+// 2.16x); 8 columns 0.29-0.59x in cache (2048x8x512, 300x8x300, 64x8x64, one thread 16x8x16),
+// 1.41x from memory (4096x8x4096): the direct kernels' 8-wide rows take those.
+constexpr int64_t kDotMaxCols = 4;
+constexpr int64_t kDotGroup = 8;  // the kernel's rows per group
 // Elements of X a task reads at least: below it, fewer tasks (a pool dispatch costs a few us).
 constexpr int64_t kDotMinTaskElems = 16 * 1024;
 
 int64_t mag(int64_t v) { return v < 0 ? -v : v; }
 
-// The kernel addresses eight rows of X with 32-bit displacements.
-bool dot_fits(int64_t x_row_stride, int64_t K) {
-  return (kDotGroup - 1) * mag(x_row_stride) * 4 + K * 4 + 64 < (int64_t{1} << 31);
+// The kernel addresses eight rows of X, outputs and residual elements with 32-bit displacements.
+bool dot_fits(int64_t x_row_stride, int64_t out_stride, int64_t res_stride, int64_t K) {
+  const int64_t widest = std::max({mag(x_row_stride), mag(out_stride), mag(res_stride)});
+  return (kDotGroup - 1) * widest * 4 + K * 4 + 64 < (int64_t{1} << 31);
 }
 
 }  // namespace
@@ -35,14 +45,14 @@ bool dot_fits(int64_t x_row_stride, int64_t K) {
 DotOver dot_path_for(const GemmProblem& p, bool prepacked_b) {
   if (prepacked_b || p.K < 1 || p.M < 1 || p.N < 1 || p.dynamic_m || p.dynamic_nk)
     return DotOver::none;
-  // A's rows against B's one column; C and the residual one contiguous column.
-  if (p.N == 1 && p.a.col_stride == 1 && (p.M == 1 || p.ldc == 1) &&
-      (!p.epi.residual || p.M == 1 || p.epi.ld_residual == 1) &&
-      dot_fits(p.M == 1 ? 0 : p.a.row_stride, p.K))
+  const int64_t ld_res = p.epi.residual ? p.epi.ld_residual : 0;
+  // A's rows against up to kDotMaxCols columns of B (outputs down C's columns, ldc apart).
+  if (p.N <= kDotMaxCols && p.a.col_stride == 1 && (p.N == 1 || p.M >= kDotGroup) &&
+      dot_fits(p.M == 1 ? 0 : p.a.row_stride, p.ldc, ld_res, p.K))
     return DotOver::a_rows;
   // Up to kDotMaxRows rows of A against B's rows along K (not B's columns: the stream path's).
   if (p.M <= kDotMaxRows && p.b.row_stride == 1 && (p.N == 1 || p.b.col_stride != 1) &&
-      dot_fits(p.N == 1 ? 0 : p.b.col_stride, p.K))
+      dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, p.K))
     return DotOver::b_rows;
   return DotOver::none;
 }
@@ -52,7 +62,7 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   path = Path::dot;
   dot_over = over;
   const int64_t nout = over == DotOver::a_rows ? p.M : p.N;
-  const int64_t vrows = over == DotOver::a_rows ? 1 : p.M;
+  const int64_t vrows = over == DotOver::a_rows ? p.N : p.M;
   const int64_t tasks = std::clamp<int64_t>(nout * p.K / kDotMinTaskElems, 1, std::max(1, threads));
   chunk = round_up(ceil_div(nout, tasks), kDotGroup);
   // Several rows of A: blocks of X in half of L2.
@@ -71,8 +81,9 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   d.a_cs = 1;
   // One output: X's row stride is never used (one kernel for any).
   d.b_rs = nout == 1 ? 0 : over == DotOver::a_rows ? p.a.row_stride : p.b.col_stride;
-  d.ldc = 1;
-  d.ld_res = 0;
+  // a_rows: consecutive outputs (and residual elements) go down a column of C, a row apart.
+  d.ldc = over == DotOver::a_rows && nout > 1 ? p.ldc : 1;
+  d.ld_res = !base.has_residual ? 0 : over == DotOver::a_rows && nout > 1 ? p.epi.ld_residual : 1;
   d.bias_bcast = over == DotOver::a_rows && base.has_bias;
   for (int last = 0; last < 2; ++last) {
     if (!last && nblocks == 1) continue;
@@ -83,11 +94,11 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
 
 void GemmPlan::Impl::run_dot(const GemmProblem& p, ThreadPool* pool) const {
   const bool over_a = dot_over == DotOver::a_rows;
-  // v: A's rows (b_rows) or B's column (a_rows), unit stride along K (copied where it is not).
-  const int64_t vrows = over_a ? 1 : M;
+  // v: A's rows (b_rows) or B's columns (a_rows), unit stride along K (copied where not).
+  const int64_t vrows = over_a ? N : M;
   const float* v = over_a ? p.b.data : p.a.data;
   const int64_t v_cs = over_a ? p.b.row_stride : p.a.col_stride;
-  int64_t v_rs = p.a.row_stride;
+  int64_t v_rs = over_a ? p.b.col_stride : p.a.row_stride;
   if (v_cs != 1) {
     float* copy = thread_scratch(ScratchSlot::a_block, size_t(vrows * K));
     for (int64_t i = 0; i < vrows; ++i)
@@ -103,16 +114,16 @@ void GemmPlan::Impl::run_dot(const GemmProblem& p, ThreadPool* pool) const {
       for (int64_t j0 = c * chunk; j0 < std::min(nout, (c + 1) * chunk); j0 += dot_block) {
         const Kernel* k = dot[j0 / dot_block == nblocks - 1];
         for (int64_t i = 0; i < vrows; ++i) {
-          // a_rows: outputs j0.. of C's one (contiguous) column; b_rows: of C's row i.
-          const int64_t out = over_a ? j0 : i * p.ldc + j0;
-          const KernelArgs args{p.epi.bias ? p.epi.bias + (over_a ? 0 : j0) : nullptr,
-                                p.epi.residual
-                                    ? p.epi.residual + (over_a ? j0 : i * p.epi.ld_residual + j0)
-                                    : nullptr,
-                                0,
-                                0,
-                                0,
-                                p.epi.scale};
+          // a_rows: outputs j0.. down C's column i (bias[i] for all); b_rows: along C's row i.
+          const int64_t out = over_a ? j0 * p.ldc + i : i * p.ldc + j0;
+          const int64_t ldr = p.epi.ld_residual;
+          const KernelArgs args{
+              p.epi.bias ? p.epi.bias + (over_a ? i : j0) : nullptr,
+              p.epi.residual ? p.epi.residual + (over_a ? j0 * ldr + i : i * ldr + j0) : nullptr,
+              0,
+              0,
+              0,
+              p.epi.scale};
           k->fn(&args, v + i * v_rs, x + j0 * x_rs, p.c + out);
         }
       }

@@ -65,6 +65,7 @@ std::string KernelDesc::name() const {
     s += "_N" + num(cols) + "_a" + num(a_cs) + "_b" + num(b_rs);
   } else if (kind == KernelKind::dot) {
     s += "_N" + num(cols) + "K" + num(K) + "_b" + num(b_rs);
+    if (ldc != 1) s += "_c" + num(ldc);
   } else {
     s += "_M" + num(rows) + "N" + num(cols) + "K" + num(K) + "_a" + num(a_rs) + "," + num(a_cs) +
          "_b" + num(b_rs) + "_c" + num(ldc);
@@ -75,7 +76,9 @@ std::string KernelDesc::name() const {
     if (has_bias) s += bias_bcast ? "_bias1" : "_bias";
     static const char* const kActs[] = {"", "_relu", "_gelu", "_gelu_tanh", "_silu"};
     s += kActs[act];
-    if (has_residual) s += "_res" + (kind == KernelKind::direct ? num(ld_res) : std::string());
+    if (has_residual)
+      s += "_res" +
+           (kind == KernelKind::direct || kind == KernelKind::dot ? num(ld_res) : std::string());
   } else {
     s += "_partial";
   }
