@@ -8,6 +8,7 @@
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -21,6 +22,23 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+// out [m, n] against x [m, k] @ w (w [k, n], or [n, k] used transposed), relu'd if asked, within
+// a tolerance that grows with the sum of |terms|.
+void check_matmul(const kiln::Array& out, const std::vector<float>& x, const std::vector<float>& w,
+                  int64_t m, int64_t k, int64_t n, bool w_transposed, bool relu) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0, mag = 0;
+      for (int64_t q = 0; q < k; ++q) {
+        const double t = double(x[i * k + q]) * w[w_transposed ? j * k + q : q * n + j];
+        acc += t;
+        mag += std::abs(t);
+      }
+      REQUIRE(std::abs(out.data<float>()[i * n + j] - (relu ? std::max(acc, 0.0) : acc)) <=
+              1e-5 + 1e-6 * mag);
+    }
 }
 
 double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
@@ -144,15 +162,7 @@ TEST_CASE("x @ w.T (a linear layer's weight layout) reads w in place on the dot 
       CHECK(after.dot_calls == before.dot_calls + 1);
       CHECK(f.inspect(args).kernels.at(0).asm_text.find("; dot_") != std::string::npos);
     }
-    for (int64_t i = 0; i < c.m; ++i)
-      for (int64_t j = 0; j < c.n; ++j) {
-        double acc = 0, mag = 0;
-        for (int64_t q = 0; q < c.k; ++q) {
-          acc += double(x[i * c.k + q]) * w[j * c.k + q];
-          mag += std::abs(double(x[i * c.k + q]) * w[j * c.k + q]);
-        }
-        REQUIRE(std::abs(out[0].data<float>()[i * c.n + j] - acc) <= 1e-5 + 1e-6 * mag);
-      }
+    check_matmul(out[0], x, w, c.m, c.k, c.n, true, false);
   }
 }
 
@@ -177,16 +187,7 @@ TEST_CASE("a constant weight is packed once where that pays; different weights s
       auto out = f(args);
       REQUIRE(kernels_on(f, "x86") == 1);
       INFO("m " << c.m << " k " << c.k << " n " << c.n << " seed " << seed);
-      for (int64_t i = 0; i < c.m; ++i)
-        for (int64_t j = 0; j < c.n; ++j) {
-          double acc = 0, mag = 0;
-          for (int64_t q = 0; q < c.k; ++q) {
-            acc += double(x[i * c.k + q]) * w[q * c.n + j];
-            mag += std::abs(double(x[i * c.k + q]) * w[q * c.n + j]);
-          }
-          REQUIRE(std::abs(out[0].data<float>()[i * c.n + j] - std::max(acc, 0.0)) <=
-                  1e-5 + 1e-6 * mag);
-        }
+      check_matmul(out[0], x, w, c.m, c.k, c.n, false, true);
       const std::string listing = f.inspect(args).kernels.at(0).asm_text;
       CHECK(listing.find(c.kernels) != std::string::npos);
     }
