@@ -31,9 +31,7 @@ class DotGen {
         v_(a, d.isa == int64_t(Isa::avx512), ax::rax),
         y_(a, false, ax::rax),
         vl_(v_.lanes()) {
-    KILN_CHECK(d.cols >= 1 && d.rows == 1 && d.K >= 1 && d.a_cs == 1 &&
-               (!d.has_residual || d.ld_res != 0))
-        << d.name();
+    KILN_CHECK(d.cols >= 1 && d.rows == 1 && d.K >= 1 && d.a_cs == 1) << d.name();
     auto mag = [](int64_t v) { return v < 0 ? -v : v; };
     const int64_t reach =
         (kRows - 1) * std::max({mag(d.b_rs), mag(d.ldc), mag(d.ld_res)}) * 4 + d.K * 4 + 64;
@@ -123,8 +121,9 @@ void DotGen::gather(int dst, const ax::Gp& base, int64_t stride, int rows) {
 void DotGen::epilogue_store(int rows) {
   const ax::Vec x = ymm(0);
   const ax::Vec t[4] = {ymm(12), ymm(13), ymm(14), ymm(15)};
-  // Outputs (and residual elements) a row apart: the residual gathered into ymm(10) and added
-  // after the rest of the epilogue (it comes last), the outputs stored one lane at a time.
+  // Outputs (and residual elements) a row apart, or one residual row for all (ld_res 0): the
+  // residual gathered into ymm(10) and added after the rest of the epilogue (it comes last), the
+  // outputs stored one lane at a time.
   const bool res_strided = d_.has_residual && d_.ld_res != 1;
   if (d_.has_epilogue()) {
     VecEmitter::Epilogue e;

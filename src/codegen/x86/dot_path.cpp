@@ -65,7 +65,7 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   const int64_t vrows = over == DotOver::a_rows ? p.N : p.M;
   const int64_t tasks = std::clamp<int64_t>(nout * p.K / kDotMinTaskElems, 1, std::max(1, threads));
   chunk = round_up(ceil_div(nout, tasks), kDotGroup);
-  // Several rows of A: blocks of X in half of L2.
+  // Several vectors: blocks of X in half of L2.
   dot_block = chunk;
   if (vrows > 1) {
     const int64_t fit = caches.l2_bytes / 2 / (p.K * 4) / kDotGroup * kDotGroup;
