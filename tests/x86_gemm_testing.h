@@ -168,6 +168,8 @@ class Case {
   }
 
   MatrixRef b_ref() const { return b_.ref; }
+  // One residual row added to every row of C (ld_residual 0: a broadcast residual).
+  void broadcast_residual_row() { ldr_ = 0; }
   void fill_ramp_b(float lo, float hi) {
     for (int64_t i = 0; i < s_.M; ++i)
       for (int64_t k = 0; k < s_.K; ++k) a_.mut(i, k) = 1.0f;

@@ -11,10 +11,8 @@
 // is read from memory once.
 #include "codegen/x86/gemm_plan.h"
 #include "codegen/x86/pack.h"
-#include "support/check.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace kiln::x86 {
 
