@@ -1,6 +1,7 @@
-// The direct_rows path (gemm_driver.cpp): above the small volume, with B in a fifth of L2, AVX2
-// runs the direct kernels unpacked, M split into chunks of whole row blocks, one per thread. Plans
-// are made for a stated L2 size, so the path and the chunking do not depend on the host.
+// The direct_rows path (gemm_driver.cpp): above the small volume, with B in a fifth of L2 (AVX2)
+// or a tenth (AVX-512), the direct kernels run unpacked, M split into chunks of whole row blocks,
+// one per thread. Plans are made for a stated L2 size, so the path and the chunking do not depend
+// on the host.
 #include "x86_gemm_testing.h"
 
 #include <catch2/catch.hpp>
@@ -18,15 +19,16 @@ using namespace kiln::x86::testing;
 
 namespace {
 
-const CacheSizes kZen3{512 * 1024};  // B may take up to 104857 bytes
+const CacheSizes kZen3{512 * 1024};  // B may take up to 104857 bytes on AVX2, 52428 on AVX-512
+const CacheSizes kOneMiB{1024 * 1024};
 
-// The row counts of a plan's direct kernels, in the order the plan lists them; empty if the plan
-// has any other kernel.
-std::vector<int64_t> direct_rows_of(const GemmPlan& plan, const Shape& s) {
+// The row counts of a plan's direct kernels of `isa`, in the order the plan lists them; empty if
+// the plan has any other kernel.
+std::vector<int64_t> direct_rows_of(const GemmPlan& plan, const Shape& s, Isa isa = Isa::avx2) {
   std::vector<int64_t> rows;
   const std::string tail = "N" + std::to_string(s.N) + "K" + std::to_string(s.K) + "_";
+  const std::string prefix = std::string("direct_") + isa_name(isa) + "_M";
   for (const KernelInfo& k : plan.kernels()) {
-    const std::string prefix = "direct_avx2_M";
     const size_t n_at = k.name.find(tail);
     if (k.name.rfind(prefix, 0) != 0 || n_at == std::string::npos) return {};
     rows.push_back(std::stoll(k.name.substr(prefix.size(), n_at - prefix.size())));
@@ -89,7 +91,7 @@ TEST_CASE("x86 gemm: direct_rows only while B fits a fifth of L2, on AVX2",
   auto is_direct_rows = [](Shape s, Layout la, Layout lb, const CacheSizes& caches, Isa isa) {
     Case c(s, la, lb, EpiKind{}, 1);
     auto plan = GemmPlan::make(c.problem(), isa, 2, false, caches);
-    return !direct_rows_of(*plan, s).empty();
+    return !direct_rows_of(*plan, s, isa).empty();
   };
   CHECK(is_direct_rows({200, 200, 128}, Layout::row_major, Layout::row_major, kZen3,
                        Isa::avx2));  // 102400 bytes
@@ -106,7 +108,50 @@ TEST_CASE("x86 gemm: direct_rows only while B fits a fifth of L2, on AVX2",
   // B's rows a page or more apart: never (the walk down B's rows stalls, see kSkinnyMaxRowBytes).
   CHECK_FALSE(is_direct_rows({64, 1024, 16}, Layout::row_major, Layout::row_major,
                              CacheSizes{8 << 20}, Isa::avx2));
-  if (isa_supported(Isa::avx512))
-    CHECK_FALSE(
-        is_direct_rows({100, 100, 100}, Layout::row_major, Layout::row_major, kZen3, Isa::avx512));
+  // AVX-512: B in a tenth of L2 (its plans are made on any host; only running needs AVX-512).
+  CHECK(is_direct_rows({200, 200, 65}, Layout::row_major, Layout::row_major, kZen3,
+                       Isa::avx512));  // 52000 bytes
+  CHECK_FALSE(
+      is_direct_rows({200, 200, 66}, Layout::row_major, Layout::row_major, kZen3, Isa::avx512));
+  CHECK(is_direct_rows({200, 200, 131}, Layout::row_major, Layout::row_major, kOneMiB,
+                       Isa::avx512));
+  CHECK_FALSE(
+      is_direct_rows({256, 256, 256}, Layout::row_major, Layout::row_major, kOneMiB, Isa::avx512));
+  CHECK_FALSE(is_direct_rows({100, 100, 100}, Layout::row_major, Layout::transposed, kZen3,
+                             Isa::avx512));
+}
+
+TEST_CASE("x86 gemm: AVX-512 direct_rows splits M into its tiles' row blocks",
+          "[x86][gemm][direct_rows]") {
+  if (!isa_supported(Isa::avx512)) {
+    std::printf("SKIPPED: this CPU has no AVX-512; AVX-512 direct_rows run test not run\n");
+    return;
+  }
+  struct Expect {
+    Shape s;
+    int threads;
+    std::vector<int64_t> rows;
+  };
+  // AVX-512 direct tiles: 6 rows x 4 vectors, 9 x 3, 14 x 2 or 28 rows of one vector.
+  const std::vector<Expect> cases = {
+      {{100, 100, 100}, 2, {54, 46}},    // 7 vectors: 17 blocks of 6, 9 + 8
+      {{120, 64, 256}, 2, {60}},         // 4 vectors: 20 blocks, 10 each
+      {{2000, 24, 24}, 2, {1008, 992}},  // 2 vectors: 143 blocks of 14, 72 + 71
+      {{40, 16, 1500}, 3, {28, 12}},     // 1 vector: 2 blocks of 28, fewer than the threads
+      {{45, 40, 200}, 2, {27, 18}},      // 3 vectors: 5 blocks of 9, 3 + 2
+  };
+  int variant = 0;
+  for (const Expect& x : cases) {
+    for (Layout la : {Layout::row_major, Layout::padded, Layout::broadcast_row}) {
+      const Layout lb = variant % 2 ? Layout::reversed_rows : Layout::row_major;
+      const EpiKind e = variant % 2 ? EpiKind{Activation::silu, true, true, true} : EpiKind{};
+      Case c(x.s, la, lb, e, uint32_t(7300 + variant));
+      auto plan = GemmPlan::make(c.problem(), Isa::avx512, x.threads, false, kOneMiB);
+      INFO(x.s.M << "x" << x.s.N << "x" << x.s.K << " threads " << x.threads << " A "
+                 << layout_name(la) << " B " << layout_name(lb));
+      CHECK(direct_rows_of(*plan, x.s, Isa::avx512) == x.rows);
+      CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+      ++variant;
+    }
+  }
 }

@@ -230,15 +230,16 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     // B's rows a page or more apart: packed (gemm_driver.cpp, kSkinnyMaxRowBytes).
     CHECK(std::string(path_of({4, 1024, 512})) == "packed");
     CHECK(std::string(path_of({8, 4096, 1024})) == "packed");
-    // 256^3's B (256 KiB) fits a fifth of a 2 MiB L2: there AVX2 splits the direct kernels over M.
-    const bool b256_in_l2 = 256 * 256 * 4 <= host_cpu().caches.l2_bytes / 5;
-    CHECK(std::string(path_of({256, 256, 256})) ==
-          (isa == Isa::avx2 && b256_in_l2 ? "direct" : "packed"));
-    // Above the small volume with B in a fifth of L2: the direct kernels split over M, on AVX2
-    // (gemm_driver.cpp, kDirectRowsBShare).
-    const char* rows_path = isa == Isa::avx2 ? "direct" : "packed";
-    CHECK(std::string(path_of({100, 100, 100})) == rows_path);
-    CHECK(std::string(path_of({2000, 24, 24})) == rows_path);
+    // Above the small volume with B in a fifth of L2 (AVX2) or a tenth (AVX-512): the direct
+    // kernels split over M (gemm_driver.cpp, kDirectRowsBShare); B of 256^3 is 256 KiB, of 100^3
+    // 40 KB.
+    auto rows_path = [&](int64_t b_bytes) {
+      const int64_t share = isa == Isa::avx2 ? 5 : 10;
+      return b_bytes <= host_cpu().caches.l2_bytes / share ? "direct" : "packed";
+    };
+    CHECK(std::string(path_of({256, 256, 256})) == rows_path(256 * 256 * 4));
+    CHECK(std::string(path_of({100, 100, 100})) == rows_path(100 * 100 * 4));
+    CHECK(std::string(path_of({2000, 24, 24})) == rows_path(24 * 24 * 4));
   }
 }
 

@@ -69,15 +69,17 @@ TEST_CASE("x86 gemm: a K split adds its partial sums and applies the epilogue on
   }
   // Edge tiles in M and N for both ISAs' tiles (100 = 16 * 6 + 4 = 7 * 14 + 2, 109 = 6 * 16 + 13
   // = 3 * 32 + 13), a shorter last K block (2100 over 6 blocks of 352), a few rows against a
-  // wider C (the few_rows KC on AVX2). All past direct_k's rule (more than 100 columns), so the
-  // packed path's split runs.
-  const std::vector<Shape> shapes = {
+  // wider C (the few_rows KC on AVX2). All past direct_k's rule (AVX2: more than 100 columns;
+  // AVX-512: C over 16384 elements with N over 128), so the packed path's split runs.
+  const std::vector<Shape> avx2_shapes = {
       {100, 109, 4096}, {70, 110, 2100}, {24, 200, 3000}, {40, 150, 3000}};
+  const std::vector<Shape> avx512_shapes = {
+      {100, 269, 4096}, {70, 270, 2100}, {30, 600, 2100}, {100, 180, 3000}};
   const Layout layouts[] = {Layout::row_major, Layout::transposed, Layout::strided, Layout::padded,
                             Layout::reversed_rows};
   int variant = 0;
   for (Isa isa : supported_isas()) {
-    for (const Shape& s : shapes) {
+    for (const Shape& s : isa == Isa::avx2 ? avx2_shapes : avx512_shapes) {
       for (int threads : {2, 3}) {
         const PackedBlocking b = blocking(s, threads, isa);
         INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
@@ -121,10 +123,10 @@ namespace {
 
 // The K block lengths of a plan's direct kernels over all of an M x N C, in the plan's order;
 // empty if it runs any kernel other than those and the packed epilogue ones.
-std::vector<int64_t> direct_k_blocks(const GemmPlan& plan, const Shape& s) {
+std::vector<int64_t> direct_k_blocks(const GemmPlan& plan, const Shape& s, Isa isa = Isa::avx2) {
   std::vector<int64_t> ks;
-  const std::string prefix =
-      "direct_avx2_M" + std::to_string(s.M) + "N" + std::to_string(s.N) + "K";
+  const std::string prefix = std::string("direct_") + isa_name(isa) + "_M" + std::to_string(s.M) +
+                             "N" + std::to_string(s.N) + "K";
   for (const KernelInfo& k : plan.kernels()) {
     if (k.name.rfind("packed_", 0) == 0 && k.name.find("_acc") != std::string::npos) continue;
     if (k.name.rfind(prefix, 0) != 0) return {};
@@ -180,11 +182,27 @@ TEST_CASE("x86 gemm: direct_k takes a small C with a long K, on AVX2", "[x86][ge
     CHECK(c.max_violation() <= 1.0);
   }
   CHECK(blocks({64, 64, 4096}, 2, Layout::transposed).empty());
-  if (isa_supported(Isa::avx512)) {
-    Case c({16, 16, 8192}, Layout::row_major, Layout::row_major, EpiKind{}, 1);
-    auto plan = GemmPlan::make(c.problem(), Isa::avx512, 2, false, kZen3);
-    for (const KernelInfo& k : plan->kernels()) CHECK(k.name.rfind("packed_", 0) == 0);
-  }
+}
+
+TEST_CASE("x86 gemm: direct_k on AVX-512 takes C up to 16384 elements, or 32768 up to 128 columns",
+          "[x86][gemm][k_split]") {
+  // Plans only (an AVX-512 kernel is generated on any host).
+  auto blocks = [](Shape s, int threads) {
+    Case c(s, Layout::row_major, Layout::row_major, EpiKind{Activation::relu, true, false, false}, 1);
+    return direct_k_blocks(*GemmPlan::make(c.problem(), Isa::avx512, threads, false, kZen3), s,
+                           Isa::avx512);
+  };
+  using Ks = std::vector<int64_t>;
+  CHECK(blocks({16, 16, 8192}, 2) == Ks{512, 512, 512, 512});
+  CHECK(blocks({64, 48, 4096}, 2) == Ks{64, 64, 64, 64});
+  CHECK(blocks({128, 128, 4096}, 2).size() > 0);
+  CHECK(blocks({64, 256, 1024}, 2).size() > 0);
+  CHECK(blocks({256, 128, 4096}, 2).size() > 0);
+  CHECK(blocks({2048, 16, 4096}, 2).size() > 0);
+  CHECK(blocks({128, 256, 4096}, 2).empty());   // 32768 elements, 256 columns
+  CHECK(blocks({512, 128, 4096}, 2).empty());   // 65536 elements
+  CHECK(blocks({16, 512, 4096}, 2).empty());    // over 256 columns
+  CHECK(blocks({128, 128, 1000}, 2).empty());   // K under 1024
 }
 
 TEST_CASE("x86 gemm: direct_k adds its partial sums and applies the epilogue once",
@@ -201,18 +219,22 @@ TEST_CASE("x86 gemm: direct_k adds its partial sums and applies the epilogue onc
                               Layout::broadcast_row};
   const Layout b_layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows};
   int variant = 0;
-  for (const Shape& s : shapes) {
-    for (int threads : {1, 2, 3}) {
-      for (Layout la : a_layouts) {
-        const Layout lb = b_layouts[variant % 3];
-        const EpiKind e = kEpilogueCycle[variant % 4];
-        Case c(s, la, lb, e, uint32_t(8500 + variant));
-        auto plan = GemmPlan::make(c.problem(), Isa::avx2, threads, false, kZen3);
-        INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)
-                 << " B " << layout_name(lb) << " epilogue " << variant % 4);
-        REQUIRE_FALSE(direct_k_blocks(*plan, s).empty());  // else this would not test direct_k
-        CHECK(worst_on_every_pool(*plan, c) <= 1.0);
-        ++variant;
+  for (Isa isa : supported_isas()) {
+    for (const Shape& s : shapes) {
+      for (int threads : {1, 2, 3}) {
+        for (Layout la : a_layouts) {
+          const Layout lb = b_layouts[variant % 3];
+          const EpiKind e = kEpilogueCycle[variant % 4];
+          Case c(s, la, lb, e, uint32_t(8500 + variant));
+          auto plan = GemmPlan::make(c.problem(), isa, threads, false, kZen3);
+          INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
+                             << " A " << layout_name(la) << " B " << layout_name(lb)
+                             << " epilogue " << variant % 4);
+          // else this would not test direct_k
+          REQUIRE_FALSE(direct_k_blocks(*plan, s, isa).empty());
+          CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+          ++variant;
+        }
       }
     }
   }

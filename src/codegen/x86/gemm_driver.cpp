@@ -5,9 +5,9 @@
 //   parallel, or (fewer chunks than threads) runs of K, partial rows added after them.
 //   skinny: M <= 8 with unit-stride B columns and rows under a page apart (GEMV-like): direct
 //   kernels over N chunks in parallel.
-//   direct_rows (AVX2): B in a fifth of L2, A and B with unit column stride: direct kernels over
-//   M chunks of whole row blocks in parallel (kDirectRowsBShare).
-//   direct_k (AVX2, k_split.cpp): a small C and a long K: direct kernels over K blocks, the
+//   direct_rows: B in a fifth of L2 (AVX-512: a tenth), A and B with unit column stride: direct
+//   kernels over M chunks of whole row blocks in parallel (kDirectRowsBShare).
+//   direct_k (k_split.cpp): a small C and a long K: direct kernels over K blocks, the
 //   blocks split over the threads, partial sums added after them.
 //   packed: BLIS blocking (blocking.h: KC, MC and NC from the L2 size). One task per
 //           thread owns a block of C (threads split M when each gets >= 16 row tiles, else N) and
@@ -63,9 +63,14 @@ constexpr int64_t kSkinnyMaxRowBytes = 4096;
 // full (the direct kernel's edge tile is one masked vector). A's rows must be runs (unit column
 // stride): with a transposed A each k-step of a row block loads a new line, and direct against
 // packed ranged from 1.5x (2000x24x24, 1000x16x1000) to 0.88x (128^3: the lines 512 bytes apart
-// share a few L1 sets) and 0.93x (160x100x200, 128x64x200). AVX-512 (4-vector tiles): not
-// measured, packed there.
-constexpr int64_t kDirectRowsBShare = 5;  // B <= L2 / 5
+// share a few L1 sets) and 0.93x (160x100x200, 128x64x200).
+// AVX-512 (Intel Xeon, 2 MiB L2, 2 threads, paired plans): 100^3 1.56x, 128^3 1.74x, 80^3 1.71x,
+// 120x64x256 2.40x, 300x64x64 2.19x, 2000x24x24 1.80x, 64x128x384 1.61x, 400x128x256 1.47x,
+// 300x160x300 1.41x (188 KiB of B), 1000x64x512 1.32x, 200^3 1.12-1.16x, 128x256x192 1.11x,
+// 150x220x220 1.19x, 512x100x100 1.14x; 100x200x300 (234 KiB) 1.01x, 256^3 (256 KiB) 0.84x and
+// 1.18x in two runs: a tenth of L2 there.
+constexpr int64_t kDirectRowsBShare = 5;         // AVX2: B <= L2 / 5
+constexpr int64_t kDirectRowsBShareAvx512 = 10;  // AVX-512: B <= L2 / 10
 constexpr size_t kMaxPlans = 4096;
 
 // Calls by path (GemmStats; the sum of the paths' counts is the number of calls), and the packed
@@ -287,13 +292,14 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 
-  if (!prepacked_b && isa == Isa::avx2 && b_unit && p.a.col_stride == 1 && !p.dynamic_m &&
-      !p.dynamic_nk && p.N <= caches.l2_bytes / kDirectRowsBShare / 4 / std::max<int64_t>(1, p.K) &&
+  const int64_t rows_b_share = isa == Isa::avx2 ? kDirectRowsBShare : kDirectRowsBShareAvx512;
+  if (!prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_m && !p.dynamic_nk &&
+      p.N <= caches.l2_bytes / rows_b_share / 4 / std::max<int64_t>(1, p.K) &&
       std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::direct_rows;
     // Whole row blocks of the direct kernel's tiling per chunk, one chunk per thread.
-    const int64_t rows_max = direct_tiling(false, p.M, p.N).rows_max;
+    const int64_t rows_max = direct_tiling(isa == Isa::avx512, p.M, p.N).rows_max;
     const int64_t blocks = ceil_div(p.M, rows_max);
     s.chunk = ceil_div(blocks, std::min(T, blocks)) * rows_max;
     s.nchunks = ceil_div(p.M, s.chunk);
@@ -306,10 +312,9 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 
-  // direct_k (k_split.cpp): a small C and a long K, A's and B's rows runs, on AVX2 (AVX-512's
-  // direct tiles unmeasured here).
-  if (!prepacked_b && isa == Isa::avx2 && b_unit && p.a.col_stride == 1 && !p.dynamic_m &&
-      !p.dynamic_nk && direct_k_fits(p.M, p.N, p.K, T) &&
+  // direct_k (k_split.cpp): a small C and a long K, A's and B's rows runs.
+  if (!prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_m && !p.dynamic_nk &&
+      direct_k_fits(p.M, p.N, p.K, T, isa) &&
       std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.plan_direct_k(p, base, threads, caches);

@@ -106,6 +106,6 @@ GemmProblem row_problem_of_column(const GemmProblem& p);
 // The dot path's operand for p, or DotOver::none where it cannot run p.
 DotOver dot_path_for(const GemmProblem& p, bool prepacked_b);
 // Whether direct_k (small C, a long K; k_split.cpp) suits an M x N x K problem on T threads.
-bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T);
+bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T, Isa isa);
 
 }  // namespace kiln::x86

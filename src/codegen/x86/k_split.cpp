@@ -24,6 +24,14 @@ namespace {
 // 1.07x, 128x128x4096 1.02x / 1.13x, 128x128x8192 0.79x / 0.91x, 96x128x4096 0.81x / 0.96x,
 // 112x112x4096 0.95x / 1.02x, 64x256x4096 0.71x / 0.76x. Below K 1024 (or 256 per thread) the
 // packed path or direct_rows; transposed A, unmeasured: packed.
+// AVX-512 (16-wide vectors, 4-vector tiles; Intel Xeon, 2 threads, paired plans): 16x16x8192
+// 3.08x, 32x32x8192 1.89x, 64x64x4096 1.62x, 64x48x4096 1.81x, 37x45x2100 1.72x, 64x64x1024
+// 1.54x, 1024x16x4096 1.36x, 2048x16x4096 1.21x, 512x32x4096 1.27x; past the AVX2 rule
+// 128x64x4096 1.49x, 100x100x4000 1.35x, 64x256x4096 1.19x, 64x256x1024 1.33x, 96x128x4096
+// 1.17x, 192x128x4096 1.13x, 256x64x1024 1.18x, 160x96x4096 1.16x, 128x128x4096 1.10x,
+// 256x128x4096 1.11-1.16x, 128x128x1024 1.04x, 512x64x4096 1.02x; past the AVX-512 rule
+// 512x128x4096 1.02x, 128x192x4096 1.05x, 64x512x4096 0.98x, 128x256x4096 0.94x, 256x256x4096
+// 0.88x.
 constexpr int64_t kDirectKBlock = 512;
 // With K of at least kDirectKSmallBlocksMinK and N over 16, the blocks shrink (halving, not below
 // kDirectKMinBlock, then evened out over a multiple of the tasks: K / npc, 61 for 2101 over 34)
@@ -57,9 +65,11 @@ __attribute__((target("avx"))) void add_row(float* c, const float* x, int64_t n)
 
 }  // namespace
 
-bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T) {
-  return ((M * N <= 4096 && N <= 128) || (N <= 100 && M * N <= 16384)) &&
-         K >= std::max<int64_t>(1024, 256 * T);
+bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T, Isa isa) {
+  const bool small_c = isa == Isa::avx2
+                           ? (M * N <= 4096 && N <= 128) || (N <= 100 && M * N <= 16384)
+                           : (M * N <= 16384 && N <= 256) || (N <= 128 && M * N <= 32768);
+  return small_c && K >= std::max<int64_t>(1024, 256 * T);
 }
 
 void GemmPlan::Impl::plan_direct_k(const GemmProblem& p, const KernelDesc& base, int threads,
