@@ -117,6 +117,37 @@ TEST_CASE("x86 gemm: every epilogue on every path", "[x86][gemm][epilogue]") {
   }
 }
 
+TEST_CASE("x86 gemm: direct tiles of 7-14 rows in one block (AVX-512: 9 x 3, 14 x 2 vectors)",
+          "[x86][gemm]") {
+  // direct_kernel.cpp's direct_tiling: with 7-14 rows AVX-512 narrows its tile so one block
+  // takes every row; column edges of each width (49 = 3 * 16 + 1, 100 = 2 * 48 + 4 = 3 * 32 + 4),
+  // the skinny path's N chunks (8x1000x600: 48-wide tiles), and every epilogue.
+  const std::vector<Shape> shapes = {{7, 49, 33},   {8, 64, 64},    {9, 100, 17},  {10, 49, 70},
+                                     {12, 129, 40}, {14, 100, 100}, {8, 1000, 600}, {7, 300, 1100},
+                                     {13, 200, 9},  {9, 200, 100}};
+  const Layout layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows,
+                            Layout::transposed};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const Shape& s : shapes) {
+      for (Layout la : layouts) {
+        const Layout lb = layouts[(variant + 1) % 3];
+        const EpiKind e = kEpilogueCycle[variant % 4];
+        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " A " << layout_name(la)
+                           << " B " << layout_name(lb) << " epilogue " << variant % 4);
+        Case c(s, la, lb, e, uint32_t(5100 + variant));
+        const GemmStats before = stats();
+        c.run(pool2(), isa);
+        const GemmStats after = stats();
+        if (la != Layout::transposed)  // else packed where the volume is over 64^3
+          CHECK(after.direct_calls + after.skinny_calls > before.direct_calls + before.skinny_calls);
+        CHECK(c.max_violation() <= 1.0);
+        ++variant;
+      }
+    }
+  }
+}
+
 TEST_CASE("x86 gemm: activations over a wide input range", "[x86][gemm][epilogue]") {
   // K = 1 and A = 1 puts B's values (-30..30) straight into the activation.
   for (Isa isa : supported_isas()) {

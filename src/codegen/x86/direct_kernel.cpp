@@ -236,10 +236,27 @@ DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N) {
   t.vectors = int(std::min<int64_t>(nvec, avx512 ? 4 : 2));
   // Besides the accumulators: nv B vectors, a broadcast register (AVX-512 with nv <= 2 broadcasts
   // inside the FMA instead) and the AVX2 edge mask; and at least 4 epilogue temporaries.
-  const int nv = t.vectors;
-  const int others = avx512 ? nv + (nv <= 2 ? 0 : 1) : nv + 2;
   const int regs = avx512 ? 32 : 16;
-  t.rows_max = std::min((regs - others) / nv, (regs - 4) / nv);
+  auto rows_for = [&](int nv) {
+    const int others = avx512 ? nv + (nv <= 2 ? 0 : 1) : nv + 2;
+    return std::min((regs - others) / nv, (regs - 4) / nv);
+  };
+  t.rows_max = rows_for(t.vectors);
+  // AVX-512 with 7-14 rows: the widest tile of at least two vectors whose rows take all of M in
+  // one block (9 x 3, 14 x 2), so each column tile reads its B columns once, not once per row
+  // block (4 x 4 twice for 8 rows). Intel Xeon, paired plans: 8x512x512 1.22x, 8x256x1024 1.26x,
+  // 8x1000x1000 1.14x, 9x200x100 1.15x, 14x128x128 1.18x, 10x100x100 1.06x, 12x128x128 0.99x,
+  // 8x64x64 1.00x. One vector of 28 rows for 15-28 rows ran 0.90-1.10x (24x64x64, 28x64x128,
+  // 23x57x91, 20x100x100), and on AVX2 one vector of 12 rows 0.80-0.99x (8-12 rows): not taken.
+  if (avx512 && M > t.rows_max) {
+    for (int nv = t.vectors - 1; nv >= 2; --nv) {
+      if (rows_for(nv) >= M) {
+        t.vectors = nv;
+        t.rows_max = rows_for(nv);
+        break;
+      }
+    }
+  }
   return t;
 }
 
