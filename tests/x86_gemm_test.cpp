@@ -148,6 +148,40 @@ TEST_CASE("x86 gemm: direct tiles of 7-14 rows in one block (AVX-512: 9 x 3, 14 
   }
 }
 
+TEST_CASE("x86 gemm: skinny kernels prefetch B's rows where B is out of L2", "[x86][gemm]") {
+  // gemm_driver.cpp, kSkinnyPrefetchRows: rows at least 512 bytes apart and each thread's
+  // columns of B over a quarter of L2. Plans for stated L2 sizes; every ISA's kernels generated,
+  // the supported ones run.
+  auto prefetches = [](Shape s, Layout lb, int64_t l2, Isa isa, bool run) {
+    Case c(s, Layout::row_major, lb, EpiKind{Activation::gelu, true, false, true}, 9100);
+    auto plan = GemmPlan::make(c.problem(), isa, 2, false, CacheSizes{l2});
+    int with = 0, without = 0;
+    for (const KernelInfo& k : plan->kernels()) {
+      if (k.name.rfind("direct_", 0) != 0) continue;
+      (k.name.find("_pf8") != std::string::npos ? with : without) += 1;
+    }
+    if (run) CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+    REQUIRE(with + without > 0);  // the skinny path
+    return with > 0 && without == 0;
+  };
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    INFO(isa_name(isa));
+    CHECK(prefetches({8, 1000, 600}, Layout::row_major, 256 << 10, isa, false));
+    CHECK(prefetches({3, 700, 900}, Layout::reversed_rows, 1 << 20, isa, false));
+    CHECK_FALSE(prefetches({8, 1000, 600}, Layout::row_major, 8 << 20, isa, false));
+    CHECK_FALSE(prefetches({8, 256, 256}, Layout::row_major, 2 << 20, isa, false));  // in L2
+    CHECK_FALSE(prefetches({8, 100, 3000}, Layout::row_major, 64 << 10, isa, false));  // 400 B
+  }
+  for (Isa isa : supported_isas()) {
+    INFO(isa_name(isa));
+    // Prefetched rows past B's end (the last 8 k-steps) and before its start (reversed rows)
+    // are hints only; the results must not change.
+    CHECK(prefetches({8, 1000, 600}, Layout::row_major, 256 << 10, isa, true));
+    CHECK(prefetches({5, 333, 1100}, Layout::reversed_rows, 256 << 10, isa, true));
+    CHECK(prefetches({7, 640, 700}, Layout::padded, 256 << 10, isa, true));
+  }
+}
+
 TEST_CASE("x86 gemm: activations over a wide input range", "[x86][gemm][epilogue]") {
   // K = 1 and A = 1 puts B's values (-30..30) straight into the activation.
   for (Isa isa : supported_isas()) {

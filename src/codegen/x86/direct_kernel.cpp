@@ -75,6 +75,10 @@ void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped) {
     }
     return;
   }
+  // B's lines d_.b_prefetch rows ahead (rows far apart, from L3 or memory: see the skinny path).
+  if (looped && d_.b_prefetch > 0)
+    for (int j = 0; j < nv; ++j)
+      a_.prefetcht0(ax::ptr(bk_, bdisp + int32_t(d_.b_prefetch * d_.b_rs * 4) + j * vl_ * 4));
   for (int j = 0; j < nv; ++j) {
     const ax::Vec bj = v_.vec(nacc_ + j);
     const bool edge = j == nv - 1 && last_n < vl_;

@@ -35,6 +35,7 @@ struct KernelDesc {
   int64_t last = 1;        // packed: last K block, apply the epilogue
   int64_t has_bias = 0, has_scale = 0, act = 0, has_residual = 0;
   int64_t bias_bcast = 0;  // dot: one bias value (bias[0]) for every output (N = 1)
+  int64_t b_prefetch = 0;  // direct: B rows ahead prefetched into L1 in the K loop (0: none)
 
   bool operator==(const KernelDesc& o) const;
   // Any of bias, scale, activation or residual.
