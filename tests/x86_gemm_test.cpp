@@ -87,12 +87,13 @@ TEST_CASE("x86 gemm: transposed, strided and offset operands", "[x86][gemm]") {
 }
 
 TEST_CASE("x86 gemm: every epilogue on every path", "[x86][gemm][epilogue]") {
-  // direct (small, and split over M in two unequal chunks at 100x130x50 on AVX2), skinny (M <= 8,
+  // direct (small, and split over M in two unequal chunks at 100x130x50), skinny (M <= 16 or 32,
   // one and several K blocks), packed with one and with several K blocks, edges everywhere.
   const std::vector<Shape> shapes = {
       {1, 1, 1},      {3, 5, 2},      {16, 16, 16},   {23, 57, 91},   {1, 4096, 64},
       {6, 333, 100},  {64, 64, 64},   {100, 130, 50}, {77, 200, 700}, {128, 96, 1024},
-      {1, 300, 1100}, {5, 260, 1300}, {40, 100, 2200}};  // three K blocks (KC is at most 1024)
+      {1, 300, 1100}, {5, 260, 1300}, {40, 100, 2200},  // three K blocks (KC is at most 1024)
+      {16, 333, 200}, {30, 300, 150}};  // skinny on AVX-512 (up to 32 rows), AVX2 up to 16
   const Activation acts[] = {Activation::none, Activation::relu, Activation::gelu,
                              Activation::gelu_tanh, Activation::silu};
   for (Isa isa : supported_isas()) {
@@ -292,6 +293,11 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     CHECK(std::string(path_of({1, 100, 100})) == "direct");
     CHECK(std::string(path_of({1, 512, 512})) == "stream");
     CHECK(std::string(path_of({4, 1000, 512})) == "skinny");
+    // Up to 16 rows (AVX-512: 32); a narrow C with a long K takes direct_k instead.
+    CHECK(std::string(path_of({16, 1000, 300})) == "skinny");
+    CHECK(std::string(path_of({32, 1000, 300})) == (isa == Isa::avx2 ? "packed" : "skinny"));
+    CHECK(std::string(path_of({33, 1000, 300})) == "packed");
+    CHECK(std::string(path_of({8, 100, 4096})) == "direct");
     // B's rows a page or more apart: packed (gemm_driver.cpp, kSkinnyMaxRowBytes).
     CHECK(std::string(path_of({4, 1024, 512})) == "packed");
     CHECK(std::string(path_of({8, 4096, 1024})) == "packed");

@@ -3,7 +3,7 @@
 //   specialized unpacked kernel, single thread.
 //   stream: M = 1 (GEMV): B streamed row by row into a chunk of C kept in L1, N chunks in
 //   parallel, or (fewer chunks than threads) runs of K, partial rows added after them.
-//   skinny: M <= 8 with unit-stride B columns and rows under a page apart (GEMV-like): direct
+//   skinny: M <= 16 (AVX-512: 32) with unit-stride B columns and rows under a page apart: direct
 //   kernels over N chunks in parallel.
 //   direct_rows: B in a fifth of L2 (AVX-512: a tenth), A and B with unit column stride: direct
 //   kernels over M chunks of whole row blocks in parallel (kDirectRowsBShare).
@@ -41,7 +41,15 @@ namespace kiln::x86 {
 namespace {
 
 constexpr int64_t kSmallVolume = 64 * 64 * 64;
-constexpr int64_t kSkinnyRows = 8;
+// Rows of the skinny path: against the packed path (which packs B on every call), Intel Xeon,
+// paired plans, 2 threads: AVX-512 12x300x300 1.93x, 15x700x700 1.55x, 9x1000x1000 1.41x,
+// 16x1000x300 1.41x, 14x512x512 1.37x, 16x512x512 1.24x, 16x1000x1000 1.20x, 16x256x256 1.07x,
+// 10x1000x1000 1.05x; 24x512x512 1.38x, 32x512x512 1.21x, 24x300x300 1.17x, 32x1000x300 1.09x,
+// 20x1000x1000 1.03x, 20x256x256 1.04x. KILN_ISA=avx2: 16x256x256 1.32x, 10x1000x1000 1.26x,
+// 12x1000x300 1.24x, 16x512x512 1.07x; past 16 rows 20x1000x1000 1.13x, 32x1000x300 1.02x,
+// 24x512x512 0.93x. (AVX2 to 8 rows before, from the Zen 3.)
+constexpr int64_t kSkinnyRows = 16;        // AVX2
+constexpr int64_t kSkinnyRowsAvx512 = 32;  // AVX-512
 constexpr int64_t kSkinnyKBlock = 512;
 // The skinny path's kernels walk B's rows down each column tile. Rows a page or more apart put
 // every k-step's load in a new page, past the reach of the hardware prefetchers (and, at a power
@@ -272,8 +280,16 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     s.plan_stream(p, base, T);
     return std::make_shared<GemmPlan>(std::move(impl));
   }
-  if (!prepacked_b && p.M <= kSkinnyRows && b_unit && !p.dynamic_nk &&
-      std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
+  // direct_k (k_split.cpp) where it fits, also over the skinny path's rows: skinny splits only N,
+  // and a narrow C with a long K ran on one chunk there (direct_k against skinny, Intel Xeon, 2
+  // threads: 4x64x8192 1.91x, 9x100x4096 1.85x, 16x128x4096 1.88x, 2x200x2048 1.67x, 8x100x4096
+  // 1.13x; with two chunks of N, 8x256x2048 0.99x).
+  const bool direct_k_can = !prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_m &&
+                            !p.dynamic_nk && direct_k_fits(p.M, p.N, p.K, T, isa) &&
+                            std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
+                            direct_disp_fits(p, p.M, p.N, p.b.row_stride);
+  if (!prepacked_b && p.M <= (isa == Isa::avx2 ? kSkinnyRows : kSkinnyRowsAvx512) && b_unit &&
+      !p.dynamic_nk && !direct_k_can && std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::skinny;
     const DirectTiling tiling = direct_tiling(isa == Isa::avx512, p.M, p.N);
@@ -326,10 +342,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   }
 
   // direct_k (k_split.cpp): a small C and a long K, A's and B's rows runs.
-  if (!prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_m && !p.dynamic_nk &&
-      direct_k_fits(p.M, p.N, p.K, T, isa) &&
-      std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
-      direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
+  if (direct_k_can) {
     s.plan_direct_k(p, base, threads, caches);
     return std::make_shared<GemmPlan>(std::move(impl));
   }
