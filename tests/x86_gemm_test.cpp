@@ -298,6 +298,16 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     CHECK(std::string(path_of({32, 1000, 300})) == (isa == Isa::avx2 ? "packed" : "skinny"));
     CHECK(std::string(path_of({33, 1000, 300})) == "packed");
     CHECK(std::string(path_of({8, 100, 4096})) == "direct");
+    // With M symbolic, skinny only up to 8 rows (its kernels are specialized per M).
+    auto skinny_when_dynamic = [&](Shape s) {
+      Case c(s, Layout::row_major, Layout::row_major, EpiKind{}, 1);
+      GemmProblem p = c.problem();
+      p.dynamic_m = true;
+      const std::string first = GemmPlan::make(p, isa, 2)->kernels().at(0).name;
+      return first.rfind("direct_", 0) == 0;
+    };
+    CHECK(skinny_when_dynamic({8, 1000, 300}));
+    CHECK_FALSE(skinny_when_dynamic({9, 1000, 300}));
     // B's rows a page or more apart: packed (gemm_driver.cpp, kSkinnyMaxRowBytes).
     CHECK(std::string(path_of({4, 1024, 512})) == "packed");
     CHECK(std::string(path_of({8, 4096, 1024})) == "packed");

@@ -50,6 +50,9 @@ constexpr int64_t kSmallVolume = 64 * 64 * 64;
 // 24x512x512 0.93x. (AVX2 to 8 rows before, from the Zen 3.)
 constexpr int64_t kSkinnyRows = 16;        // AVX2
 constexpr int64_t kSkinnyRowsAvx512 = 32;  // AVX-512
+// With M symbolic (GemmProblem::dynamic_m) the skinny kernels, specialized per M, are bounded to
+// this many per N and K.
+constexpr int64_t kSkinnyDynamicRows = 8;
 constexpr int64_t kSkinnyKBlock = 512;
 // The skinny path's kernels walk B's rows down each column tile. Rows a page or more apart put
 // every k-step's load in a new page, past the reach of the hardware prefetchers (and, at a power
@@ -288,7 +291,10 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
                             !p.dynamic_nk && direct_k_fits(p.M, p.N, p.K, T, isa) &&
                             std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
                             direct_disp_fits(p, p.M, p.N, p.b.row_stride);
-  if (!prepacked_b && p.M <= (isa == Isa::avx2 ? kSkinnyRows : kSkinnyRowsAvx512) && b_unit &&
+  const int64_t skinny_rows = p.dynamic_m     ? kSkinnyDynamicRows
+                              : isa == Isa::avx2 ? kSkinnyRows
+                                                 : kSkinnyRowsAvx512;
+  if (!prepacked_b && p.M <= skinny_rows && b_unit &&
       !p.dynamic_nk && !direct_k_can && std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::skinny;
