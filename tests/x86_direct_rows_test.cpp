@@ -113,12 +113,12 @@ TEST_CASE("x86 gemm: direct_rows only while B fits a fifth of L2, on AVX2",
                        Isa::avx512));  // 52000 bytes
   CHECK_FALSE(
       is_direct_rows({200, 200, 66}, Layout::row_major, Layout::row_major, kZen3, Isa::avx512));
-  CHECK(is_direct_rows({200, 200, 131}, Layout::row_major, Layout::row_major, kOneMiB,
-                       Isa::avx512));
+  CHECK(
+      is_direct_rows({200, 200, 131}, Layout::row_major, Layout::row_major, kOneMiB, Isa::avx512));
   CHECK_FALSE(
       is_direct_rows({256, 256, 256}, Layout::row_major, Layout::row_major, kOneMiB, Isa::avx512));
-  CHECK_FALSE(is_direct_rows({100, 100, 100}, Layout::row_major, Layout::transposed, kZen3,
-                             Isa::avx512));
+  CHECK_FALSE(
+      is_direct_rows({100, 100, 100}, Layout::row_major, Layout::transposed, kZen3, Isa::avx512));
 }
 
 TEST_CASE("x86 gemm: AVX-512 direct_rows splits M into its tiles' row blocks",

@@ -90,8 +90,8 @@ TEST_CASE("x86 gemm: every epilogue on every path", "[x86][gemm][epilogue]") {
   // direct (small, and split over M in two unequal chunks at 100x130x50), skinny (M <= 16 or 32,
   // one and several K blocks), packed with one and with several K blocks, edges everywhere.
   const std::vector<Shape> shapes = {
-      {1, 1, 1},      {3, 5, 2},      {16, 16, 16},   {23, 57, 91},   {1, 4096, 64},
-      {6, 333, 100},  {64, 64, 64},   {100, 130, 50}, {77, 200, 700}, {128, 96, 1024},
+      {1, 1, 1},      {3, 5, 2},      {16, 16, 16},    {23, 57, 91},   {1, 4096, 64},
+      {6, 333, 100},  {64, 64, 64},   {100, 130, 50},  {77, 200, 700}, {128, 96, 1024},
       {1, 300, 1100}, {5, 260, 1300}, {40, 100, 2200},  // three K blocks (KC is at most 1024)
       {16, 333, 200}, {30, 300, 150}};  // skinny on AVX-512 (up to 32 rows), AVX2 up to 16
   const Activation acts[] = {Activation::none, Activation::relu, Activation::gelu,
@@ -123,7 +123,7 @@ TEST_CASE("x86 gemm: direct tiles of 7-14 rows in one block (AVX-512: 9 x 3, 14 
   // direct_kernel.cpp's direct_tiling: with 7-14 rows AVX-512 narrows its tile so one block
   // takes every row; column edges of each width (49 = 3 * 16 + 1, 100 = 2 * 48 + 4 = 3 * 32 + 4),
   // the skinny path's N chunks (8x1000x600: 48-wide tiles), and every epilogue.
-  const std::vector<Shape> shapes = {{7, 49, 33},   {8, 64, 64},    {9, 100, 17},  {10, 49, 70},
+  const std::vector<Shape> shapes = {{7, 49, 33},   {8, 64, 64},    {9, 100, 17},   {10, 49, 70},
                                      {12, 129, 40}, {14, 100, 100}, {8, 1000, 600}, {7, 300, 1100},
                                      {13, 200, 9},  {9, 200, 100}};
   const Layout layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows,
@@ -141,7 +141,8 @@ TEST_CASE("x86 gemm: direct tiles of 7-14 rows in one block (AVX-512: 9 x 3, 14 
         c.run(pool2(), isa);
         const GemmStats after = stats();
         if (la != Layout::transposed)  // else packed where the volume is over 64^3
-          CHECK(after.direct_calls + after.skinny_calls > before.direct_calls + before.skinny_calls);
+          CHECK(after.direct_calls + after.skinny_calls >
+                before.direct_calls + before.skinny_calls);
         CHECK(c.max_violation() <= 1.0);
         ++variant;
       }
@@ -170,7 +171,7 @@ TEST_CASE("x86 gemm: skinny kernels prefetch B's rows where B is out of L2", "[x
     CHECK(prefetches({8, 1000, 600}, Layout::row_major, 256 << 10, isa, false));
     CHECK(prefetches({3, 700, 900}, Layout::reversed_rows, 1 << 20, isa, false));
     CHECK_FALSE(prefetches({8, 1000, 600}, Layout::row_major, 8 << 20, isa, false));
-    CHECK_FALSE(prefetches({8, 256, 256}, Layout::row_major, 2 << 20, isa, false));  // in L2
+    CHECK_FALSE(prefetches({8, 256, 256}, Layout::row_major, 2 << 20, isa, false));    // in L2
     CHECK_FALSE(prefetches({8, 100, 3000}, Layout::row_major, 64 << 10, isa, false));  // 400 B
   }
   for (Isa isa : supported_isas()) {

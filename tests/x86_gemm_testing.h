@@ -76,7 +76,7 @@ inline std::vector<Isa> supported_isas() {
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
       std::fprintf(stderr, "note: %s kernels are not run here: %s\n", isa_name(isa),
-                   capped                ? "KILN_ISA caps the ISA below it"
+                   capped               ? "KILN_ISA caps the ISA below it"
                    : isa == Isa::avx512 ? "this CPU lacks AVX-512F"
                                         : "this CPU lacks AVX2 and FMA");
   }

@@ -188,7 +188,8 @@ TEST_CASE("x86 gemm: direct_k on AVX-512 takes C up to 16384 elements, or 32768 
           "[x86][gemm][k_split]") {
   // Plans only (an AVX-512 kernel is generated on any host).
   auto blocks = [](Shape s, int threads) {
-    Case c(s, Layout::row_major, Layout::row_major, EpiKind{Activation::relu, true, false, false}, 1);
+    Case c(s, Layout::row_major, Layout::row_major, EpiKind{Activation::relu, true, false, false},
+           1);
     return direct_k_blocks(*GemmPlan::make(c.problem(), Isa::avx512, threads, false, kZen3), s,
                            Isa::avx512);
   };
@@ -199,10 +200,10 @@ TEST_CASE("x86 gemm: direct_k on AVX-512 takes C up to 16384 elements, or 32768 
   CHECK(blocks({64, 256, 1024}, 2).size() > 0);
   CHECK(blocks({256, 128, 4096}, 2).size() > 0);
   CHECK(blocks({2048, 16, 4096}, 2).size() > 0);
-  CHECK(blocks({128, 256, 4096}, 2).empty());   // 32768 elements, 256 columns
-  CHECK(blocks({512, 128, 4096}, 2).empty());   // 65536 elements
-  CHECK(blocks({16, 512, 4096}, 2).empty());    // over 256 columns
-  CHECK(blocks({128, 128, 1000}, 2).empty());   // K under 1024
+  CHECK(blocks({128, 256, 4096}, 2).empty());  // 32768 elements, 256 columns
+  CHECK(blocks({512, 128, 4096}, 2).empty());  // 65536 elements
+  CHECK(blocks({16, 512, 4096}, 2).empty());   // over 256 columns
+  CHECK(blocks({128, 128, 1000}, 2).empty());  // K under 1024
 }
 
 TEST_CASE("x86 gemm: direct_k adds its partial sums and applies the epilogue once",
@@ -228,8 +229,8 @@ TEST_CASE("x86 gemm: direct_k adds its partial sums and applies the epilogue onc
           Case c(s, la, lb, e, uint32_t(8500 + variant));
           auto plan = GemmPlan::make(c.problem(), isa, threads, false, kZen3);
           INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
-                             << " A " << layout_name(la) << " B " << layout_name(lb)
-                             << " epilogue " << variant % 4);
+                             << " A " << layout_name(la) << " B " << layout_name(lb) << " epilogue "
+                             << variant % 4);
           // else this would not test direct_k
           REQUIRE_FALSE(direct_k_blocks(*plan, s, isa).empty());
           CHECK(worst_on_every_pool(*plan, c) <= 1.0);

@@ -291,11 +291,11 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
                             !p.dynamic_nk && direct_k_fits(p.M, p.N, p.K, T, isa) &&
                             std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
                             direct_disp_fits(p, p.M, p.N, p.b.row_stride);
-  const int64_t skinny_rows = p.dynamic_m     ? kSkinnyDynamicRows
+  const int64_t skinny_rows = p.dynamic_m        ? kSkinnyDynamicRows
                               : isa == Isa::avx2 ? kSkinnyRows
                                                  : kSkinnyRowsAvx512;
-  if (!prepacked_b && p.M <= skinny_rows && b_unit &&
-      !p.dynamic_nk && !direct_k_can && std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
+  if (!prepacked_b && p.M <= skinny_rows && b_unit && !p.dynamic_nk && !direct_k_can &&
+      std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::skinny;
     const DirectTiling tiling = direct_tiling(isa == Isa::avx512, p.M, p.N);
