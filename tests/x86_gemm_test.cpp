@@ -7,6 +7,7 @@
 
 #include "codegen/x86/cpu_info.h"
 #include "codegen/x86/gemm.h"
+#include "codegen/x86/generators.h"
 #include "jit/thread_pool.h"
 
 #include <xmmintrin.h>
@@ -126,6 +127,19 @@ TEST_CASE("x86 gemm: direct tiles of 7-14 rows in one block (AVX-512: 9 x 3, 14 
   const std::vector<Shape> shapes = {{7, 49, 33},   {8, 64, 64},    {9, 100, 17},   {10, 49, 70},
                                      {12, 129, 40}, {14, 100, 100}, {8, 1000, 600}, {7, 300, 1100},
                                      {13, 200, 9},  {9, 200, 100}};
+  // The tiles themselves (a rule, checked on any host): 7-9 rows 9 x 3, 10-14 rows 14 x 2; 6 and
+  // 15 rows keep 6 x 4; AVX2 keeps 6 x 2.
+  auto tiling = [](bool avx512, int64_t M, int64_t N) {
+    const DirectTiling t = direct_tiling(avx512, M, N);
+    return std::pair<int, int>{t.rows_max, t.vectors};
+  };
+  CHECK(tiling(true, 8, 64) == std::pair<int, int>{9, 3});
+  CHECK(tiling(true, 9, 1000) == std::pair<int, int>{9, 3});
+  CHECK(tiling(true, 10, 64) == std::pair<int, int>{14, 2});
+  CHECK(tiling(true, 14, 100) == std::pair<int, int>{14, 2});
+  CHECK(tiling(true, 6, 64) == std::pair<int, int>{6, 4});
+  CHECK(tiling(true, 15, 64) == std::pair<int, int>{6, 4});
+  CHECK(tiling(false, 8, 64) == std::pair<int, int>{6, 2});
   const Layout layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows,
                             Layout::transposed};
   int variant = 0;
