@@ -12,6 +12,7 @@
 
 #include <xmmintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -198,6 +199,56 @@ TEST_CASE("x86 gemm: skinny kernels prefetch B's rows where B is out of L2", "[x
   }
 }
 
+TEST_CASE("x86 gemm: skinny path over B's rows a page or more apart, in K blocks of 32",
+          "[x86][gemm]") {
+  // gemm_driver.cpp, kSkinnyPageApartRows / kSkinnyPageApartKBlock: up to 8 rows of C, B's rows
+  // at least 4096 bytes apart (N >= 1024 row-major, padded, reversed), K in ceil(K / 32) blocks
+  // of at most 32 (the last one shorter), no prefetch; 9 rows stay packed.
+  auto k_blocks = [](const GemmPlan& plan) {
+    std::vector<int64_t> ks;
+    for (const KernelInfo& k : plan.kernels()) {
+      if (k.name.rfind("direct_", 0) != 0) continue;
+      const size_t at = k.name.find('K');
+      ks.push_back(std::stoll(k.name.substr(at + 1)));
+    }
+    return ks;
+  };
+  // (Each over the small volume, 64^3, which takes the direct path.)
+  const std::vector<Shape> shapes = {{2, 1024, 200}, {8, 1024, 33}, {5, 1100, 65}, {6, 1030, 64},
+                                     {8, 1100, 32},  {7, 2048, 97}, {4, 1500, 300}};
+  const Layout layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const Shape& s : shapes) {
+      for (Layout lb : layouts) {
+        const EpiKind e = kEpilogueCycle[variant % 4];
+        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " B " << layout_name(lb)
+                           << " epilogue " << variant % 4);
+        Case c(s, Layout::row_major, lb, e, uint32_t(9300 + variant));
+        auto plan = GemmPlan::make(c.problem(), isa, 2);
+        const std::vector<int64_t> ks = k_blocks(*plan);
+        REQUIRE(!ks.empty());  // the skinny path
+        for (int64_t k : ks) CHECK(k <= 32);
+        for (const KernelInfo& k : plan->kernels()) CHECK(k.name.find("_pf8") == std::string::npos);
+        // K split evenly into ceil(K / 32) blocks.
+        const int64_t nkb = (s.K + 31) / 32;
+        CHECK(*std::max_element(ks.begin(), ks.end()) == (s.K + nkb - 1) / nkb);
+        const GemmStats before = stats();
+        CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+        CHECK(stats().skinny_calls > before.skinny_calls);
+        ++variant;
+      }
+    }
+    INFO(isa_name(isa));
+    Case nine({9, 1024, 100}, Layout::row_major, Layout::row_major, EpiKind{}, 9399);
+    CHECK(GemmPlan::make(nine.problem(), isa, 2)->kernels().at(0).name.rfind("packed_", 0) == 0);
+    // Rows under a page apart keep the long K blocks (512).
+    Case near({8, 1000, 1100}, Layout::row_major, Layout::row_major, EpiKind{}, 9398);
+    const std::vector<int64_t> ks = k_blocks(*GemmPlan::make(near.problem(), isa, 2));
+    CHECK(std::find(ks.begin(), ks.end(), 367) != ks.end());
+  }
+}
+
 TEST_CASE("x86 gemm: activations over a wide input range", "[x86][gemm][epilogue]") {
   // K = 1 and A = 1 puts B's values (-30..30) straight into the activation.
   for (Isa isa : supported_isas()) {
@@ -323,9 +374,11 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     };
     CHECK(skinny_when_dynamic({8, 1000, 300}));
     CHECK_FALSE(skinny_when_dynamic({9, 1000, 300}));
-    // B's rows a page or more apart: packed (gemm_driver.cpp, kSkinnyMaxRowBytes).
-    CHECK(std::string(path_of({4, 1024, 512})) == "packed");
-    CHECK(std::string(path_of({8, 4096, 1024})) == "packed");
+    // B's rows a page or more apart: skinny up to 8 rows, else packed (gemm_driver.cpp,
+    // kSkinnyMaxRowBytes, kSkinnyPageApartRows).
+    CHECK(std::string(path_of({4, 1024, 512})) == "skinny");
+    CHECK(std::string(path_of({8, 4096, 1024})) == "skinny");
+    CHECK(std::string(path_of({9, 1024, 512})) == "packed");
     // Above the small volume with B in a fifth of L2 (AVX2) or a tenth (AVX-512): the direct
     // kernels split over M (gemm_driver.cpp, kDirectRowsBShare); B of 256^3 is 256 KiB, of 100^3
     // 40 KB.

@@ -3,8 +3,8 @@
 //   specialized unpacked kernel, single thread.
 //   stream: M = 1 (GEMV): B streamed row by row into a chunk of C kept in L1, N chunks in
 //   parallel, or (fewer chunks than threads) runs of K, partial rows added after them.
-//   skinny: M <= 16 (AVX-512: 32) with unit-stride B columns and rows under a page apart: direct
-//   kernels over N chunks in parallel.
+//   skinny: M <= 16 (AVX-512: 32) with unit-stride B columns and rows under a page apart (M <= 8
+//   at any row distance, in short K blocks): direct kernels over N chunks in parallel.
 //   direct_rows: B in a fifth of L2 (AVX-512: a tenth), A and B with unit column stride: direct
 //   kernels over M chunks of whole row blocks in parallel (kDirectRowsBShare).
 //   direct_k (k_split.cpp): a small C and a long K: direct kernels over K blocks, the
@@ -62,6 +62,19 @@ constexpr int64_t kSkinnyKBlock = 512;
 // rows ahead into L1 or L2 changed nothing). Below a page the walk wins when B stays in cache
 // (8x1000x1000 41 against 31, 8x256x256 57 against 35, 3x100x3000 35 against 14).
 constexpr int64_t kSkinnyMaxRowBytes = 4096;
+// Except in K blocks of kSkinnyPageApartKBlock rows, up to kSkinnyPageApartRows rows of C: each
+// pass of a kernel over a block then keeps that many pages open, read front to back tile after
+// tile (within the reach of the L2 streamer's page trackers), and C's chunk, reloaded once per
+// block, stays in L1/L2. Against the packed path (B packed per call), Intel Xeon, paired plans,
+// no prefetch, B rotated over 8 copies (from memory), 2 threads: 2x4096x1024 1.29x, 4x4096x1024
+// 1.24x, 8x4096x1024 1.08x, 8x2048x2048 1.27x, 6x1024x4096 1.10x, 4x4096x4096 1.33x,
+// 8x11008x4096 1.51x (one thread 1.24-1.54x; KILN_ISA=avx2 1.29-1.57x, 8x11008x4096 0.99x); B in
+// cache 4x4096x1024 1.72x, 8x4096x1024 1.30x, 8x1500x1500 1.11x, 8x1024x128 1.46x, 3x1025x1000
+// 1.80x, 7x2000x64 1.40x. Blocks of 16 rows: 0.84-0.94x at 8x2048x2048; of 64: 0.74x at
+// 8x4096x4096. 16 rows of C (blocks of 16 or 32): 16x1024x1024 0.76-1.09x, 16x4096x1024 0.93x.
+// Rows under a page apart keep kSkinnyKBlock: short blocks there ran 0.55-0.93x with B in cache.
+constexpr int64_t kSkinnyPageApartRows = 8;
+constexpr int64_t kSkinnyPageApartKBlock = 32;
 // The skinny kernels prefetch B kSkinnyPrefetchRows rows ahead when B's rows are at least
 // kSkinnyPrefetchMinRowBytes apart (each k-step a new line, past the L1 stride prefetcher's
 // reach) and each thread's columns of B are over a quarter of L2 (so they come from L3 or
@@ -294,8 +307,9 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   const int64_t skinny_rows = p.dynamic_m        ? kSkinnyDynamicRows
                               : isa == Isa::avx2 ? kSkinnyRows
                                                  : kSkinnyRowsAvx512;
+  const bool b_rows_page_apart = std::abs(p.b.row_stride) * 4 >= kSkinnyMaxRowBytes;
   if (!prepacked_b && p.M <= skinny_rows && b_unit && !p.dynamic_nk && !direct_k_can &&
-      std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
+      (!b_rows_page_apart || p.M <= kSkinnyPageApartRows) &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::skinny;
     const DirectTiling tiling = direct_tiling(isa == Isa::avx512, p.M, p.N);
@@ -304,12 +318,14 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     const int64_t want = std::max<int64_t>(1, std::min<int64_t>(T, ceil_div(p.N, 4 * tile_w)));
     s.chunk = round_up(ceil_div(p.N, want), tile_w);
     s.nchunks = ceil_div(p.N, s.chunk);
-    s.nkb = std::max<int64_t>(1, ceil_div(p.K, kSkinnyKBlock));
+    s.nkb = std::max<int64_t>(
+        1, ceil_div(p.K, b_rows_page_apart ? kSkinnyPageApartKBlock : kSkinnyKBlock));
     s.kb = ceil_div(p.K, s.nkb);
     s.nkb = std::max<int64_t>(1, ceil_div(p.K, s.kb));
     const int64_t last_chunk = p.N - (s.nchunks - 1) * s.chunk;
     const int64_t last_kb = p.K - (s.nkb - 1) * s.kb;
-    const bool prefetch = std::abs(p.b.row_stride) * 4 >= kSkinnyPrefetchMinRowBytes &&
+    const bool prefetch = !b_rows_page_apart &&
+                          std::abs(p.b.row_stride) * 4 >= kSkinnyPrefetchMinRowBytes &&
                           p.K * s.chunk * 4 > caches.l2_bytes / 4;
     for (int lc = 0; lc < 2; ++lc) {
       if (lc == 0 && s.nchunks == 1) continue;
