@@ -188,6 +188,9 @@ TEST_CASE("x86 gemm: skinny kernels prefetch B's rows where B is out of L2", "[x
     CHECK_FALSE(prefetches({8, 1000, 600}, Layout::row_major, 8 << 20, isa, false));
     CHECK_FALSE(prefetches({8, 256, 256}, Layout::row_major, 2 << 20, isa, false));    // in L2
     CHECK_FALSE(prefetches({8, 100, 3000}, Layout::row_major, 64 << 10, isa, false));  // 400 B
+    // Rows a page or more apart (kSkinnyPageApartKBlock) by the same rule.
+    CHECK(prefetches({12, 2048, 600}, Layout::row_major, 1 << 20, isa, false));
+    CHECK_FALSE(prefetches({8, 2048, 40}, Layout::row_major, 1 << 20, isa, false));
   }
   for (Isa isa : supported_isas()) {
     INFO(isa_name(isa));
@@ -196,14 +199,16 @@ TEST_CASE("x86 gemm: skinny kernels prefetch B's rows where B is out of L2", "[x
     CHECK(prefetches({8, 1000, 600}, Layout::row_major, 256 << 10, isa, true));
     CHECK(prefetches({5, 333, 1100}, Layout::reversed_rows, 256 << 10, isa, true));
     CHECK(prefetches({7, 640, 700}, Layout::padded, 256 << 10, isa, true));
+    CHECK(prefetches({10, 1100, 300}, Layout::reversed_rows, 256 << 10, isa, true));
   }
 }
 
 TEST_CASE("x86 gemm: skinny path over B's rows a page or more apart, in K blocks of 32",
           "[x86][gemm]") {
-  // gemm_driver.cpp, kSkinnyPageApartRows / kSkinnyPageApartKBlock: up to 8 rows of C, B's rows
-  // at least 4096 bytes apart (N >= 1024 row-major, padded, reversed), K in ceil(K / 32) blocks
-  // of at most 32 (the last one shorter), no prefetch; 9 rows stay packed.
+  // gemm_driver.cpp, kSkinnyPageApartRows / kSkinnyPageApartKBlock: up to 12 rows of C, B's
+  // rows at least 4096 bytes apart (N >= 1024 row-major, padded, reversed), K in ceil(K / 32)
+  // blocks of at most 32 (the last one shorter); 13 rows stay packed. (12 rows: AVX-512's one
+  // block of 14 x 2 vectors, AVX2's two of 6 x 2.)
   auto k_blocks = [](const GemmPlan& plan) {
     std::vector<int64_t> ks;
     for (const KernelInfo& k : plan.kernels()) {
@@ -214,8 +219,9 @@ TEST_CASE("x86 gemm: skinny path over B's rows a page or more apart, in K blocks
     return ks;
   };
   // (Each over the small volume, 64^3, which takes the direct path.)
-  const std::vector<Shape> shapes = {{2, 1024, 200}, {8, 1024, 33}, {5, 1100, 65}, {6, 1030, 64},
-                                     {8, 1100, 32},  {7, 2048, 97}, {4, 1500, 300}};
+  const std::vector<Shape> shapes = {{2, 1024, 200}, {8, 1024, 33},  {5, 1100, 65},
+                                     {12, 1024, 70}, {9, 1100, 400}, {6, 1030, 64},
+                                     {8, 1100, 32},  {7, 2048, 97},  {4, 1500, 300}};
   const Layout layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows};
   int variant = 0;
   for (Isa isa : supported_isas()) {
@@ -229,7 +235,6 @@ TEST_CASE("x86 gemm: skinny path over B's rows a page or more apart, in K blocks
         const std::vector<int64_t> ks = k_blocks(*plan);
         REQUIRE(!ks.empty());  // the skinny path
         for (int64_t k : ks) CHECK(k <= 32);
-        for (const KernelInfo& k : plan->kernels()) CHECK(k.name.find("_pf8") == std::string::npos);
         // K split evenly into ceil(K / 32) blocks.
         const int64_t nkb = (s.K + 31) / 32;
         CHECK(*std::max_element(ks.begin(), ks.end()) == (s.K + nkb - 1) / nkb);
@@ -240,8 +245,9 @@ TEST_CASE("x86 gemm: skinny path over B's rows a page or more apart, in K blocks
       }
     }
     INFO(isa_name(isa));
-    Case nine({9, 1024, 100}, Layout::row_major, Layout::row_major, EpiKind{}, 9399);
-    CHECK(GemmPlan::make(nine.problem(), isa, 2)->kernels().at(0).name.rfind("packed_", 0) == 0);
+    Case thirteen({13, 1024, 100}, Layout::row_major, Layout::row_major, EpiKind{}, 9399);
+    CHECK(GemmPlan::make(thirteen.problem(), isa, 2)->kernels().at(0).name.rfind("packed_", 0) ==
+          0);
     // Rows under a page apart keep the long K blocks (512).
     Case near({8, 1000, 1100}, Layout::row_major, Layout::row_major, EpiKind{}, 9398);
     const std::vector<int64_t> ks = k_blocks(*GemmPlan::make(near.problem(), isa, 2));
@@ -374,11 +380,11 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     };
     CHECK(skinny_when_dynamic({8, 1000, 300}));
     CHECK_FALSE(skinny_when_dynamic({9, 1000, 300}));
-    // B's rows a page or more apart: skinny up to 8 rows, else packed (gemm_driver.cpp,
+    // B's rows a page or more apart: skinny up to 12 rows, else packed (gemm_driver.cpp,
     // kSkinnyMaxRowBytes, kSkinnyPageApartRows).
     CHECK(std::string(path_of({4, 1024, 512})) == "skinny");
-    CHECK(std::string(path_of({8, 4096, 1024})) == "skinny");
-    CHECK(std::string(path_of({9, 1024, 512})) == "packed");
+    CHECK(std::string(path_of({12, 4096, 1024})) == "skinny");
+    CHECK(std::string(path_of({13, 1024, 512})) == "packed");
     // Above the small volume with B in a fifth of L2 (AVX2) or a tenth (AVX-512): the direct
     // kernels split over M (gemm_driver.cpp, kDirectRowsBShare); B of 256^3 is 256 KiB, of 100^3
     // 40 KB.

@@ -3,7 +3,7 @@
 //   specialized unpacked kernel, single thread.
 //   stream: M = 1 (GEMV): B streamed row by row into a chunk of C kept in L1, N chunks in
 //   parallel, or (fewer chunks than threads) runs of K, partial rows added after them.
-//   skinny: M <= 16 (AVX-512: 32) with unit-stride B columns and rows under a page apart (M <= 8
+//   skinny: M <= 16 (AVX-512: 32) with unit-stride B columns and rows under a page apart (M <= 12
 //   at any row distance, in short K blocks): direct kernels over N chunks in parallel.
 //   direct_rows: B in a fifth of L2 (AVX-512: a tenth), A and B with unit column stride: direct
 //   kernels over M chunks of whole row blocks in parallel (kDirectRowsBShare).
@@ -65,15 +65,21 @@ constexpr int64_t kSkinnyMaxRowBytes = 4096;
 // Except in K blocks of kSkinnyPageApartKBlock rows, up to kSkinnyPageApartRows rows of C: each
 // pass of a kernel over a block then keeps that many pages open, read front to back tile after
 // tile (within the reach of the L2 streamer's page trackers), and C's chunk, reloaded once per
-// block, stays in L1/L2. Against the packed path (B packed per call), Intel Xeon, paired plans,
-// no prefetch, B rotated over 8 copies (from memory), 2 threads: 2x4096x1024 1.29x, 4x4096x1024
-// 1.24x, 8x4096x1024 1.08x, 8x2048x2048 1.27x, 6x1024x4096 1.10x, 4x4096x4096 1.33x,
-// 8x11008x4096 1.51x (one thread 1.24-1.54x; KILN_ISA=avx2 1.29-1.57x, 8x11008x4096 0.99x); B in
-// cache 4x4096x1024 1.72x, 8x4096x1024 1.30x, 8x1500x1500 1.11x, 8x1024x128 1.46x, 3x1025x1000
-// 1.80x, 7x2000x64 1.40x. Blocks of 16 rows: 0.84-0.94x at 8x2048x2048; of 64: 0.74x at
-// 8x4096x4096. 16 rows of C (blocks of 16 or 32): 16x1024x1024 0.76-1.09x, 16x4096x1024 0.93x.
-// Rows under a page apart keep kSkinnyKBlock: short blocks there ran 0.55-0.93x with B in cache.
-constexpr int64_t kSkinnyPageApartRows = 8;
+// block, stays in L1/L2. The prefetch below applies as to other rows. Against the packed path
+// (B packed per call), Intel Xeon, paired plans, 2 threads, B rotated over 8 copies (from
+// memory), without the prefetch: 2x4096x1024 1.29x, 4x4096x1024 1.24x, 8x4096x1024 1.08x,
+// 8x2048x2048 1.27x, 6x1024x4096 1.10x, 4x4096x4096 1.33x, 8x11008x4096 1.51x (one thread
+// 1.24-1.54x; KILN_ISA=avx2 1.29-1.57x); B in cache 4x4096x1024 1.72x, 8x4096x1024 1.30x,
+// 8x1500x1500 1.11x, 8x1024x128 1.46x, 3x1025x1000 1.80x, 7x2000x64 1.40x. The prefetch on top:
+// 1.03-1.27x up to 8 rows (AVX2 1.01-1.14x); with it, 9-12 rows against packed: 10x4096x1024
+// 1.27x / 1.27x in cache / from memory, 12x4096x1024 1.36x / 1.31x, 12x2048x2048 1.34x / 1.23x,
+// 9x11008x4096 1.54x / 1.66x, 10x1024x1024 1.31x / 1.36x, 12x1024x4096 1.29x / 1.14x,
+// 13x4096x1024 1.50x / 1.22x, 12x1024x1024 0.93x / 1.25x (AVX2 1.14-1.41x, 12x1024x1024 0.98x /
+// 1.07x); 14 rows 14x1024x1024 0.81x / 1.01x, 14x4096x4096 1.03x / 0.90x; 16 rows (blocks of 16
+// or 32, no prefetch) 16x1024x1024 0.76-1.09x, 16x4096x1024 0.93x. Blocks of 16 rows: 0.84-0.94x
+// at 8x2048x2048; of 64: 0.74x at 8x4096x4096. Rows under a page apart keep kSkinnyKBlock:
+// short blocks there ran 0.55-0.93x with B in cache.
+constexpr int64_t kSkinnyPageApartRows = 12;
 constexpr int64_t kSkinnyPageApartKBlock = 32;
 // The skinny kernels prefetch B kSkinnyPrefetchRows rows ahead when B's rows are at least
 // kSkinnyPrefetchMinRowBytes apart (each k-step a new line, past the L1 stride prefetcher's
@@ -324,8 +330,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     s.nkb = std::max<int64_t>(1, ceil_div(p.K, s.kb));
     const int64_t last_chunk = p.N - (s.nchunks - 1) * s.chunk;
     const int64_t last_kb = p.K - (s.nkb - 1) * s.kb;
-    const bool prefetch = !b_rows_page_apart &&
-                          std::abs(p.b.row_stride) * 4 >= kSkinnyPrefetchMinRowBytes &&
+    const bool prefetch = std::abs(p.b.row_stride) * 4 >= kSkinnyPrefetchMinRowBytes &&
                           p.K * s.chunk * 4 > caches.l2_bytes / 4;
     for (int lc = 0; lc < 2; ++lc) {
       if (lc == 0 && s.nchunks == 1) continue;
