@@ -3,7 +3,7 @@
 // measured in this run. Per shape the contenders run in paired rounds (paired.h): every ratio is
 // the median over rounds of ratios taken within a fraction of a second, with its quartiles.
 //   ninja -C build-bench gemm_bench && build-bench/benchmarks/gemm_bench [--rounds=15]
-//       [--burst=0.05] [--filter=512] [--threads=2] [--more] [--shapes=MxNxK,...]
+//       [--burst=0.05] [--filter=512] [--threads=2] [--more] [--shapes=MxNxK[t],...]
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
 #include "limits.h"
@@ -332,10 +332,11 @@ bool parse_shapes(const std::string& list, std::vector<Shape>& out) {
     const std::string item = list.substr(pos, end - pos);
     long m = 0, n = 0, k = 0;
     char tail = 0;
-    if (std::sscanf(item.c_str(), "%ldx%ldx%ld%c", &m, &n, &k, &tail) != 3 || m < 1 || n < 1 ||
-        k < 1)
+    const int got = std::sscanf(item.c_str(), "%ldx%ldx%ld%c", &m, &n, &k, &tail);
+    if ((got != 3 && !(got == 4 && tail == 't' && item.back() == 't')) || m < 1 || n < 1 || k < 1)
       return false;
-    out.push_back({item, m, n, k, false});
+    // A trailing t: x @ W.T (B stored [N, K]).
+    out.push_back({item, m, n, k, false, false, got == 4});
     pos = end + 1;
   }
   return !out.empty();
@@ -360,7 +361,7 @@ Options parse(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: gemm_bench [--rounds=N] [--burst=SECONDS] [--filter=SUBSTR] [--threads=N] "
-          "[--more] [--shapes=MxNxK,...]\n");
+          "[--more] [--shapes=MxNxK[t],...]\n");
       std::exit(2);
     }
   }
