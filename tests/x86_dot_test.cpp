@@ -12,6 +12,7 @@
 #include "codegen/x86/gemm.h"
 #include "codegen/x86/kernel_registry.h"
 
+#include <cstdio>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -91,7 +92,8 @@ TEST_CASE("x86 gemm: x @ W.T on the dot path matches the reference", "[x86][gemm
   // output, partial groups, several groups and chunks.
   const std::vector<int64_t> ks = {1, 5, 8, 13, 16, 31, 32, 33, 100, 1000};
   const std::vector<int64_t> ns = {1, 7, 8, 9, 17, 100, 333};
-  const std::vector<int64_t> ms = {1, 2, 3, 8};
+  // M: AVX-512 takes two rows of A per kernel call (dot_pair), an odd last row alone.
+  const std::vector<int64_t> ms = {1, 2, 3, 5, 8};
   const Layout a_layouts[] = {Layout::row_major, Layout::strided, Layout::transposed,
                               Layout::reversed_rows, Layout::padded};
   const Layout b_layouts[] = {Layout::transposed, Layout::transposed_padded};
@@ -238,6 +240,80 @@ TEST_CASE("x86 gemm: dot kernels for both ISAs generate on any host", "[x86][gem
       // Outputs and residual elements rows apart: stored and gathered one lane at a time.
       CHECK((listing.find("vextractps") != std::string::npos) == (ld != 1));
       CHECK((listing.find("vinsertps") != std::string::npos) == (ld != 1));
+    }
+  }
+  // Two vectors: AVX-512 only (sixteen accumulators, zmm16-23 the second vector's).
+  KernelDesc d;
+  d.kind = KernelKind::dot;
+  d.isa = int64_t(Isa::avx512);
+  d.rows = 2;
+  d.cols = 13;
+  d.K = 37;
+  d.a_cs = 1;
+  d.a_rs = 45;
+  d.b_rs = 40;
+  d.ldc = 1;
+  const std::string& listing = kernel_listing(get_kernel(d));
+  INFO(listing.substr(0, 3000));
+  CHECK(listing.find("vfmadd231ps zmm23") != std::string::npos);
+  CHECK(listing.find("+180]") != std::string::npos);  // the second vector, 45 floats on
+  d.isa = int64_t(Isa::avx2);
+  CHECK_THROWS(get_kernel(d));
+}
+
+TEST_CASE("x86 gemm: x @ W.T takes two rows of A per pass on AVX-512, and what pays packing",
+          "[x86][gemm][dot]") {
+  // dot_path.cpp (kDotPairs): plans made on any host (only running needs the ISA). AVX-512
+  // kernels with two vectors ("_v2a" and A's row stride) for M >= 2, a one-vector kernel too for
+  // an odd M; AVX2 one vector only.
+  auto kernels = [](Shape s, Layout la, Isa isa) {
+    Case c(s, la, Layout::transposed, EpiKind{}, 4400);
+    int pairs = 0, singles = 0;
+    for (const KernelInfo& k : GemmPlan::make(c.problem(), isa, 2)->kernels()) {
+      REQUIRE(k.name.rfind("dot_", 0) == 0);
+      (k.name.find("_v2a") != std::string::npos ? pairs : singles) += 1;
+    }
+    return std::pair<bool, bool>{pairs > 0, singles > 0};
+  };
+  CHECK(kernels({2, 1000, 512}, Layout::row_major, Isa::avx512) == std::pair{true, false});
+  CHECK(kernels({3, 1000, 512}, Layout::row_major, Isa::avx512) == std::pair{true, true});
+  CHECK(kernels({8, 1000, 512}, Layout::row_major, Isa::avx512) == std::pair{true, false});
+  CHECK(kernels({1, 1000, 512}, Layout::row_major, Isa::avx512) == std::pair{false, true});
+  CHECK(kernels({8, 1000, 512}, Layout::row_major, Isa::avx2) == std::pair{false, true});
+  // A copied K apart where its columns are not unit-stride: the second row at K.
+  {
+    Case c({2, 100, 300}, Layout::transposed, Layout::transposed, EpiKind{}, 4401);
+    CHECK(GemmPlan::make(c.problem(), Isa::avx512, 2)->kernels().at(0).name.find("_v2a300") !=
+          std::string::npos);
+  }
+  // A constant W is worth packing once (GemmPlan::prepacked_b_pays) from 3 rows and 128
+  // columns with pairs; from 2 rows and 64 columns without (AVX2).
+  auto pays = [](Shape s, Isa isa) {
+    Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4402);
+    return GemmPlan::make(c.problem(), isa, 2)->prepacked_b_pays();
+  };
+  CHECK_FALSE(pays({2, 4096, 4096}, Isa::avx512));
+  CHECK_FALSE(pays({8, 64, 4096}, Isa::avx512));
+  CHECK_FALSE(pays({1, 4096, 4096}, Isa::avx512));
+  CHECK(pays({3, 1024, 1024}, Isa::avx512));
+  CHECK(pays({8, 128, 4096}, Isa::avx512));
+  CHECK(pays({2, 4096, 4096}, Isa::avx2));
+  CHECK(pays({8, 64, 4096}, Isa::avx2));
+  // Pairs with every epilogue, one residual row for all (ld_residual 0) and strided ones, and
+  // C's rows padded, where the CPU runs AVX-512.
+  if (!isa_supported(Isa::avx512)) {
+    std::printf("SKIPPED: this CPU has no AVX-512; two-row dot kernels not run\n");
+    return;
+  }
+  int variant = 0;
+  for (Shape s : std::vector<Shape>{{2, 9, 17}, {4, 100, 1000}, {7, 33, 64}, {6, 1000, 5}}) {
+    for (int e = 0; e < 4; ++e) {
+      Case c(s, variant % 2 ? Layout::padded : Layout::reversed_rows, Layout::transposed_padded,
+             kEpilogueCycle[e], uint32_t(4500 + variant), 5);
+      if (variant % 3 == 0) c.broadcast_residual_row();
+      INFO(s.M << "x" << s.N << "x" << s.K << " epilogue " << e);
+      CHECK(check_case(c, Isa::avx512, 2, "dot") <= 1.0);
+      ++variant;
     }
   }
 }

@@ -7,6 +7,10 @@
 // hardware prefetchers follow, eight independent FMA chains); the eight sums are reduced across
 // lanes into one ymm vector, which gets the epilogue (bias per output or, for N = 1, one bias value
 // for all) and is stored. The K loop's bound and tail are specialized (K is an immediate).
+// AVX-512 kernels with two vectors (rows = 2, the second a_rs elements after the first) take both
+// dot products with each row of X as it is loaded (sixteen accumulators), so X is read once for
+// two rows of A; the second vector's outputs and residual are KernelArgs::ldc_bytes and
+// ldr_bytes past the first's.
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
@@ -31,10 +35,12 @@ class DotGen {
         v_(a, d.isa == int64_t(Isa::avx512), ax::rax),
         y_(a, false, ax::rax),
         vl_(v_.lanes()) {
-    KILN_CHECK(d.cols >= 1 && d.rows == 1 && d.K >= 1 && d.a_cs == 1) << d.name();
+    KILN_CHECK(d.cols >= 1 && d.K >= 1 && d.a_cs == 1 &&
+               (d.rows == 1 || (d.rows == 2 && d.isa == int64_t(Isa::avx512))))
+        << d.name();
     auto mag = [](int64_t v) { return v < 0 ? -v : v; };
-    const int64_t reach =
-        (kRows - 1) * std::max({mag(d.b_rs), mag(d.ldc), mag(d.ld_res)}) * 4 + d.K * 4 + 64;
+    const int64_t reach = (kRows - 1) * std::max({mag(d.b_rs), mag(d.ldc), mag(d.ld_res)}) * 4 +
+                          d.K * 4 + 64 + (d.rows == 2 ? mag(d.a_rs) * 4 : 0);
     KILN_CHECK(reach < (int64_t{1} << 31)) << "strides too large for a dot kernel: " << d.name();
   }
   void emit();
@@ -52,6 +58,12 @@ class DotGen {
   ax::Vec acc(int r) const { return v_.vec(r); }
   ax::Vec vin(int u) const { return v_.vec(kRows + u); }
   ax::Vec tmp() const { return v_.vec(kRows + kUnroll); }
+  // Two vectors (AVX-512): the second's accumulators and inputs, and X's rows as loaded.
+  ax::Vec acc2(int r) const { return v_.vec(16 + r); }
+  ax::Vec vin2(int u) const { return v_.vec(16 + kRows + u); }
+  ax::Vec xrow(int r) const { return v_.vec(16 + kRows + kUnroll + r % 4); }
+  // Reduce, epilogue and store of the second vector's sums (moved into acc(0..7) first).
+  void second_vector(int rows);
   ax::Vec ymm(int i) const { return y_.vec(i); }
   ax::Mem xmem(int r, int32_t off, bool idx) const {
     const int32_t disp = int32_t(r * d_.b_rs * 4) + off;
@@ -73,6 +85,27 @@ class DotGen {
 void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx) {
   const ax::Vec v = vin(u);
   const ax::Mem vm = idx ? ax::ptr(ve_, idx_, 0, off) : ax::ptr(ve_, off);
+  if (d_.rows == 2) {
+    const int32_t off2 = off + int32_t(d_.a_rs * 4);
+    const ax::Mem vm2 = idx ? ax::ptr(ve_, idx_, 0, off2) : ax::ptr(ve_, off2);
+    const ax::Vec v2 = vin2(u);
+    if (n == vl_) {
+      a_.vmovups(v, vm);
+      a_.vmovups(v2, vm2);
+    } else {  // masked lanes zero, as below (AVX-512: the mask is k1, the vector unused)
+      v_.load_masked(v, vm, n, tmp());
+      v_.load_masked(v2, vm2, n, tmp());
+    }
+    for (int r = 0; r < rows; ++r) {
+      if (n == vl_)
+        a_.vmovups(xrow(r), xmem(r, off, idx));
+      else
+        v_.load_masked(xrow(r), xmem(r, off, idx), n, tmp());
+      a_.vfmadd231ps(acc(r), v, xrow(r));
+      a_.vfmadd231ps(acc2(r), v2, xrow(r));
+    }
+    return;
+  }
   if (n == vl_) {
     a_.vmovups(v, vm);
     for (int r = 0; r < rows; ++r) a_.vfmadd231ps(acc(r), v, xmem(r, off, idx));
@@ -151,8 +184,22 @@ void DotGen::epilogue_store(int rows) {
                   uint8_t(r % 4));
 }
 
+void DotGen::second_vector(int rows) {
+  for (int r = 0; r < kRows; ++r) a_.vmovaps(acc(r), acc2(r));
+  reduce();
+  a_.mov(idx_, ax::ptr(args_, arg(offsetof(KernelArgs, ldc_bytes))));
+  a_.add(out_, idx_);
+  if (d_.has_residual) a_.add(res_, ax::ptr(args_, arg(offsetof(KernelArgs, ldr_bytes))));
+  epilogue_store(rows);
+  a_.mov(idx_, ax::ptr(args_, arg(offsetof(KernelArgs, ldc_bytes))));
+  a_.sub(out_, idx_);
+  if (d_.has_residual) a_.sub(res_, ax::ptr(args_, arg(offsetof(KernelArgs, ldr_bytes))));
+}
+
 void DotGen::group(int rows) {
   for (int r = 0; r < kRows; ++r) v_.zero(acc(r));
+  if (d_.rows == 2)
+    for (int r = 0; r < kRows; ++r) v_.zero(acc2(r));
   const int32_t vbytes = int32_t(vl_ * 4);
   const int64_t kvec = d_.K / vl_;  // whole vectors of K
   a_.lea(xe_, ax::ptr(x_, int32_t(kloop_ * 4)));
@@ -173,6 +220,7 @@ void DotGen::group(int rows) {
   if (tail) k_step(rows, int(rest % kUnroll), int32_t(rest * vbytes), tail, false);
   reduce();
   epilogue_store(rows);
+  if (d_.rows == 2) second_vector(rows);
 }
 
 void DotGen::emit() {

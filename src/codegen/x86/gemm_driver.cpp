@@ -229,14 +229,24 @@ void GemmPlan::Impl::use_packed(const KernelDesc& base, int acc, int last) {
 // 1.27x, 4x64x4096 1.12x (1.61x), 8x64x4096 1.55x, 2x256x1024 1.22x (1.33x); one output column
 // (ldc past 1, so not the a_rows dot path) 8x1x4096 0.09x. Misses left: 2x64x1024 0.84x,
 // 2x4096x4096 (B from memory) 0.87x (0.86x).
+// With two rows of A per pass (AVX-512, dot_pair; Intel Xeon, 2 threads), read in place against
+// packed once: 2 rows win at every width (2x64x1024 1.89x, 2x256x1024 1.32x, 2x1024x1024 1.06x,
+// 2x4096x4096 1.34x, 2x11008x4096 1.32x), so do 64 columns (4x64x4096 1.65x, 8x64x4096 2.31x);
+// from 128 columns and 3 rows packing pays or ties: 4x128x4096 1.03x, 4x256x1024 1.11x,
+// 8x128x4096 0.91x, 8x256x1024 0.89x, 3x1024x1024 0.66x, 3x4096x4096 0.94x, 4x1024x1024 0.74x,
+// 4x4096x4096 0.92x, 8x1024x1024 0.57x, 8x4096x1024 0.49x, 8x4096x4096 0.65x.
 constexpr int64_t kDotPackedMinCols = 64;
+constexpr int64_t kDotPairsPackedMinRows = 3;
+constexpr int64_t kDotPairsPackedMinCols = 128;
 bool GemmPlan::prepacked_b_pays() const {
   const Impl& s = *impl_;
+  const bool pairs = s.dot_pair[1] != nullptr;
   // A direct kernel over a B without unit column stride copies it row-major on every call.
   return (s.path == Path::packed && s.blk.tk == 1) || s.path == Path::skinny ||
          (s.path == Path::direct && s.copy_b) ||
          (s.path == Path::dot && s.dot_over == DotOver::b_rows && s.M > 1 &&
-          s.N >= kDotPackedMinCols);
+          s.N >= (pairs ? kDotPairsPackedMinCols : kDotPackedMinCols) &&
+          (!pairs || s.M >= kDotPairsPackedMinRows));
 }
 
 GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -51,6 +51,9 @@ struct GemmPlan::Impl {
   DotOver dot_over = DotOver::none;
   int64_t dot_block = 0;
   const Kernel* dot[2] = {};
+  // b_rows on AVX-512: two rows of A at a time (kernels by [the problem's last block]), an odd
+  // last row by dot[].
+  const Kernel* dot_pair[2] = {};
   // packed
   // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
   // [tj * npanels / tn, ...), and packs privately what it needs (no barriers): B per (KC x NC)

@@ -23,7 +23,8 @@ enum class KernelKind : int64_t {
 struct KernelDesc {
   KernelKind kind = KernelKind::packed;
   int64_t isa = 0;   // Isa
-  int64_t rows = 0;  // packed: valid rows of the tile (<= MR); direct: M; stream, dot: 1
+  int64_t rows = 0;  // packed: valid rows of the tile (<= MR); direct: M; stream: 1; dot: vectors
+                     // (1, or on AVX-512 2: the second a_rs from the first)
   int64_t cols = 0;  // packed: valid cols of the tile (<= NR); direct: N; stream: chunk;
                      // dot: outputs (rows of X)
   // K: direct and dot: K; packed: 0 (kc comes at run time)
@@ -55,8 +56,8 @@ struct KernelArgs {
   const float* bias;      // at the tile's first column
   const float* residual;  // at the tile's first element
   int64_t kc;             // packed and stream
-  int64_t ldc_bytes;      // packed only
-  int64_t ldr_bytes;      // packed only
+  int64_t ldc_bytes;  // packed; dot with 2 vectors: the second vector's outputs from the first's
+  int64_t ldr_bytes;  // packed; dot with 2 vectors: its residual from the first's
   float scale;
   const float* b_next = nullptr;  // packed: prefetched into L2 from here, a line per 4 k-steps
 };
