@@ -263,7 +263,7 @@ TEST_CASE("x86 gemm: dot kernels for both ISAs generate on any host", "[x86][gem
 
 TEST_CASE("x86 gemm: x @ W.T takes two rows of A per pass on AVX-512, and what pays packing",
           "[x86][gemm][dot]") {
-  // dot_path.cpp (kDotPairs): plans made on any host (only running needs the ISA). AVX-512
+  // dot_path.cpp (dot_pair): plans made on any host (only running needs the ISA). AVX-512
   // kernels with two vectors ("_v2a" and A's row stride) for M >= 2, a one-vector kernel too for
   // an odd M; AVX2 one vector only.
   auto kernels = [](Shape s, Layout la, Isa isa) {

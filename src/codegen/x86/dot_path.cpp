@@ -27,13 +27,13 @@ constexpr int64_t kDotMaxRows = 8;  // rows of A (DotOver::b_rows)
 // 1.41x from memory (4096x8x4096): the direct kernels' 8-wide rows take those.
 constexpr int64_t kDotMaxCols = 4;
 constexpr int64_t kDotGroup = 8;  // the kernel's rows per group
-// kDotPairs: with several rows of A (x @ W.T), AVX-512 kernels take two rows per pass over X's
-// rows (dot_kernel.cpp; an odd last row alone), so X's block is read from L2 half as often and
-// the first pass, from memory, does twice the FMAs. Intel Xeon, paired plans, 2 threads, against
-// one row per pass: 2x4096x4096 1.39x (B rotated over 4 copies, from memory: 1.31x),
-// 4x4096x4096 1.37x, 8x4096x4096 1.45x (1.42x), 8x4096x1024 1.29x (1.33x), 4x1024x1024 1.59x,
-// 3x1024x1000 1.37x, 5x2048x2048 (from memory) 1.28x; one thread 1.32-1.81x (2x64x1024 1.81x).
-// AVX2 has 16 vector registers: its kernels keep one row (eight accumulators).
+// Two rows per pass (dot_pair): with several rows of A (x @ W.T), AVX-512 kernels take two rows
+// per pass over X's rows (dot_kernel.cpp; an odd last row alone), so X's block is read from L2
+// half as often and the first pass, from memory, does twice the FMAs. Intel Xeon, paired plans,
+// 2 threads, against one row per pass: 2x4096x4096 1.39x (B rotated over 4 copies, from memory:
+// 1.31x), 4x4096x4096 1.37x, 8x4096x4096 1.45x (1.42x), 8x4096x1024 1.29x (1.33x), 4x1024x1024
+// 1.59x, 3x1024x1000 1.37x, 5x2048x2048 (from memory) 1.28x; one thread 1.32-1.81x (2x64x1024
+// 1.81x). AVX2 has 16 vector registers: its kernels keep one row (eight accumulators).
 // Elements of X a task reads at least: below it, fewer tasks (a pool dispatch costs a few us).
 constexpr int64_t kDotMinTaskElems = 16 * 1024;
 
@@ -90,7 +90,7 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   d.ldc = over == DotOver::a_rows && nout > 1 ? p.ldc : 1;
   d.ld_res = !base.has_residual ? 0 : over == DotOver::a_rows && nout > 1 ? p.epi.ld_residual : 1;
   d.bias_bcast = over == DotOver::a_rows && base.has_bias;
-  // b_rows on AVX-512: two rows of A per pass over X (kDotPairs). The second row's offset is
+  // b_rows on AVX-512: two rows of A per pass over X (dot_pair). The second row's offset is
   // an immediate (A is copied K apart where its columns are not unit-stride).
   const int64_t a_rs = p.a.col_stride == 1 ? p.a.row_stride : p.K;
   const bool pairs = over == DotOver::b_rows && vrows >= 2 && isa == Isa::avx512 &&
