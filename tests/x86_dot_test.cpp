@@ -12,6 +12,7 @@
 #include "codegen/x86/gemm.h"
 #include "codegen/x86/kernel_registry.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <initializer_list>
 #include <span>
@@ -333,6 +334,55 @@ TEST_CASE("x86 gemm: the dot path with one residual row for every row of C (ld_r
           CHECK(check_case(c, isa, 2, "dot") <= 1.0);
         }
       }
+    }
+  }
+}
+
+TEST_CASE("x86 gemm: A @ B with 2-4 columns takes two columns per pass on AVX-512",
+          "[x86][gemm][dot]") {
+  // dot_path.cpp (dot_pair over A's rows): kernels with two vectors ("_v2a" and the distance
+  // between B's columns as the kernel reads them: K where they are copied, B's column stride
+  // where they are runs), a one-vector kernel too for 3 columns; AVX2 one vector only.
+  auto names = [](Shape s, Layout lb, Isa isa) {
+    Case c(s, Layout::row_major, lb, EpiKind{}, 4600);
+    std::vector<std::string> out;
+    for (const KernelInfo& k : GemmPlan::make(c.problem(), isa, 2)->kernels()) {
+      REQUIRE(k.name.rfind("dot_", 0) == 0);
+      out.push_back(k.name);
+    }
+    return out;
+  };
+  auto count = [](const std::vector<std::string>& ks, const std::string& part) {
+    return std::count_if(ks.begin(), ks.end(),
+                         [&](const std::string& k) { return k.find(part) != std::string::npos; });
+  };
+  const auto two = names({1000, 2, 512}, Layout::row_major, Isa::avx512);
+  CHECK(count(two, "_v2a512") == int64_t(two.size()));
+  const auto three = names({1000, 3, 512}, Layout::row_major, Isa::avx512);
+  CHECK(count(three, "_v2a512") > 0);
+  CHECK(count(three, "_v2a") < int64_t(three.size()));
+  const auto runs = names({1000, 4, 300}, Layout::transposed_padded, Isa::avx512);
+  CHECK(count(runs, "_v2a300") == 0);  // padded: B's columns further apart than K
+  CHECK(count(runs, "_v2a") == int64_t(runs.size()));
+  CHECK(count(names({1000, 4, 512}, Layout::row_major, Isa::avx2), "_v2a") == 0);
+  if (!isa_supported(Isa::avx512)) {
+    std::printf("SKIPPED: this CPU has no AVX-512; two-column dot kernels not run\n");
+    return;
+  }
+  // Every epilogue (each column its own bias value), one residual row for all and strided
+  // ones, C's rows padded, B's columns copied or read in place.
+  const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
+                              Layout::transposed_padded};
+  int variant = 0;
+  for (Shape s : std::vector<Shape>{{8, 2, 17}, {100, 4, 1000}, {33, 3, 64}, {1000, 2, 5}}) {
+    for (int e = 0; e < 4; ++e) {
+      Case c(s, variant % 2 ? Layout::padded : Layout::reversed_rows, b_layouts[variant % 4],
+             kEpilogueCycle[e], uint32_t(4700 + variant), 5);
+      if (variant % 3 == 0) c.broadcast_residual_row();
+      INFO(s.M << "x" << s.N << "x" << s.K << " epilogue " << e << " B "
+               << layout_name(b_layouts[variant % 4]));
+      CHECK(check_case(c, Isa::avx512, 1 + variant % 3, "dot") <= 1.0);
+      ++variant;
     }
   }
 }

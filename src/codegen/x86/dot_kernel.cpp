@@ -9,8 +9,9 @@
 // for all) and is stored. The K loop's bound and tail are specialized (K is an immediate).
 // AVX-512 kernels with two vectors (rows = 2, the second a_rs elements after the first) take both
 // dot products with each row of X as it is loaded (sixteen accumulators), so X is read once for
-// two rows of A; the second vector's outputs and residual are KernelArgs::ldc_bytes and
-// ldr_bytes past the first's.
+// two rows of A (or columns of B); the second vector's outputs and residual are
+// KernelArgs::ldc_bytes and ldr_bytes past the first's, and with one bias value per vector
+// (bias_bcast) its value is the next one.
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
@@ -187,13 +188,16 @@ void DotGen::epilogue_store(int rows) {
 void DotGen::second_vector(int rows) {
   for (int r = 0; r < kRows; ++r) a_.vmovaps(acc(r), acc2(r));
   reduce();
+  const bool bias_step = d_.has_bias && d_.bias_bcast;  // a_rows: the next column's bias value
   a_.mov(idx_, ax::ptr(args_, arg(offsetof(KernelArgs, ldc_bytes))));
   a_.add(out_, idx_);
   if (d_.has_residual) a_.add(res_, ax::ptr(args_, arg(offsetof(KernelArgs, ldr_bytes))));
+  if (bias_step) a_.add(bias_, 4);
   epilogue_store(rows);
   a_.mov(idx_, ax::ptr(args_, arg(offsetof(KernelArgs, ldc_bytes))));
   a_.sub(out_, idx_);
   if (d_.has_residual) a_.sub(res_, ax::ptr(args_, arg(offsetof(KernelArgs, ldr_bytes))));
+  if (bias_step) a_.sub(bias_, 4);
 }
 
 void DotGen::group(int rows) {

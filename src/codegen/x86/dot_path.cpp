@@ -34,6 +34,11 @@ constexpr int64_t kDotGroup = 8;  // the kernel's rows per group
 // 1.31x), 4x4096x4096 1.37x, 8x4096x4096 1.45x (1.42x), 8x4096x1024 1.29x (1.33x), 4x1024x1024
 // 1.59x, 3x1024x1000 1.37x, 5x2048x2048 (from memory) 1.28x; one thread 1.32-1.81x (2x64x1024
 // 1.81x). AVX2 has 16 vector registers: its kernels keep one row (eight accumulators).
+// The same for A @ B with 2-4 columns (a_rows: two of B's columns per pass over A's rows; Intel
+// Xeon, paired plans, against one column per pass, 2 threads): 4096x2x4096 1.34x, 2048x2x512
+// 1.33x, 300x2x300 1.37x, 2048x3x2048 1.20x, 300x4x300 1.49x, 8192x4x256 1.24x, 1000x4x1000
+// 1.49x, 4096x4x4096 1.40x; one thread 100x2x100 1.24x, 64x4x64 1.11x, 8x2x1000 1.19x, 300x3x300
+// 1.37x, 4096x2x4096 1.34x.
 // Elements of X a task reads at least: below it, fewer tasks (a pool dispatch costs a few us).
 constexpr int64_t kDotMinTaskElems = 16 * 1024;
 
@@ -90,11 +95,17 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   d.ldc = over == DotOver::a_rows && nout > 1 ? p.ldc : 1;
   d.ld_res = !base.has_residual ? 0 : over == DotOver::a_rows && nout > 1 ? p.epi.ld_residual : 1;
   d.bias_bcast = over == DotOver::a_rows && base.has_bias;
-  // b_rows on AVX-512: two rows of A per pass over X (dot_pair). The second row's offset is
-  // an immediate (A is copied K apart where its columns are not unit-stride).
-  const int64_t a_rs = p.a.col_stride == 1 ? p.a.row_stride : p.K;
-  const bool pairs = over == DotOver::b_rows && vrows >= 2 && isa == Isa::avx512 &&
-                     dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, p.K + mag(a_rs));
+  // On AVX-512, two vectors per pass over X (dot_pair): rows of A (b_rows) or columns of B
+  // (a_rows). The second one's offset is an immediate: A's row stride or B's column stride, or K
+  // where run_dot copies them (their elements not unit-stride along K).
+  const int64_t a_rs = over == DotOver::a_rows ? (p.b.row_stride == 1 ? p.b.col_stride : p.K)
+                       : p.a.col_stride == 1   ? p.a.row_stride
+                                               : p.K;
+  const bool pairs =
+      vrows >= 2 && isa == Isa::avx512 &&
+      (over == DotOver::b_rows
+           ? dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, p.K + mag(a_rs))
+           : dot_fits(nout == 1 ? 0 : p.a.row_stride, d.ldc, d.ld_res, p.K + mag(a_rs)));
   for (int last = 0; last < 2; ++last) {
     if (!last && nblocks == 1) continue;
     d.cols = last ? nout - (nblocks - 1) * dot_block : dot_block;
@@ -129,31 +140,22 @@ void GemmPlan::Impl::run_dot(const GemmProblem& p, ThreadPool* pool) const {
     for (int64_t c = begin; c < end; ++c) {
       for (int64_t j0 = c * chunk; j0 < std::min(nout, (c + 1) * chunk); j0 += dot_block) {
         const int last = j0 / dot_block == nblocks - 1;
-        const Kernel* k = dot[last];
         for (int64_t i = 0; i < vrows; ++i) {
-          if (dot_pair[last] && i + 1 < vrows) {
-            const int64_t ldr = p.epi.ld_residual;
-            KernelArgs args{p.epi.bias ? p.epi.bias + j0 : nullptr,
-                            p.epi.residual ? p.epi.residual + i * ldr + j0 : nullptr,
-                            0,
-                            p.ldc * 4,
-                            ldr * 4,
-                            p.epi.scale};
-            dot_pair[last]->fn(&args, v + i * v_rs, x + j0 * x_rs, p.c + i * p.ldc + j0);
-            ++i;
-            continue;
-          }
-          // a_rows: outputs j0.. down C's column i (bias[i] for all); b_rows: along C's row i.
+          // a_rows: outputs j0.. down C's column i (bias[i] for all); b_rows: along C's row i. A
+          // pair's second vector writes C's next column (a_rows) or row, its residual likewise.
+          const bool pair = dot_pair[last] && i + 1 < vrows;
           const int64_t out = over_a ? j0 * p.ldc + i : i * p.ldc + j0;
           const int64_t ldr = p.epi.ld_residual;
+          const int64_t next_out = over_a ? 1 : p.ldc, next_res = over_a ? 1 : ldr;
           const KernelArgs args{
               p.epi.bias ? p.epi.bias + (over_a ? i : j0) : nullptr,
               p.epi.residual ? p.epi.residual + (over_a ? j0 * ldr + i : i * ldr + j0) : nullptr,
               0,
-              0,
-              0,
+              pair ? next_out * 4 : 0,
+              pair ? next_res * 4 : 0,
               p.epi.scale};
-          k->fn(&args, v + i * v_rs, x + j0 * x_rs, p.c + out);
+          (pair ? dot_pair[last] : dot[last])->fn(&args, v + i * v_rs, x + j0 * x_rs, p.c + out);
+          if (pair) ++i;
         }
       }
     }
