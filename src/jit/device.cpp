@@ -4,6 +4,8 @@
 
 #include <cpuid.h>
 
+#include <cctype>
+
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -23,14 +25,16 @@ void set(uint64_t& bits, CpuFeature f, bool on) {
   if (on) bits |= uint64_t{1} << static_cast<int>(f);
 }
 
-int64_t read_cache_size(int level, const char* type) {
+// A field of CPU 0's cache at `level` of `type` from sysfs ("size": "48K" in bytes; 0: unknown).
+int64_t read_cache_field(int level, const char* type, const char* field) {
   for (int idx = 0; idx < 8; ++idx) {
     std::string base = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
-    std::ifstream lv(base + "level"), ty(base + "type"), sz(base + "size");
+    std::ifstream lv(base + "level"), ty(base + "type"), sz(base + field);
     int l = 0;
     std::string t, s;
     if (!(lv >> l) || !(ty >> t) || !(sz >> s)) continue;
     if (l != level || (t != type && t != "Unified")) continue;
+    if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return 0;
     int64_t v = std::stoll(s);
     if (!s.empty() && (s.back() == 'K')) v <<= 10;
     if (!s.empty() && (s.back() == 'M')) v <<= 20;
@@ -105,9 +109,10 @@ CpuInfo detect() {
     }
   }
   info.brand = brand;
-  if (int64_t v = read_cache_size(1, "Data")) info.l1d_bytes = v;
-  if (int64_t v = read_cache_size(2, "Unified")) info.l2_bytes = v;
-  if (int64_t v = read_cache_size(3, "Unified")) info.l3_bytes = v;
+  if (int64_t v = read_cache_field(1, "Data", "size")) info.l1d_bytes = v;
+  if (int64_t v = read_cache_field(1, "Data", "ways_of_associativity")) info.l1d_ways = v;
+  if (int64_t v = read_cache_field(2, "Unified", "size")) info.l2_bytes = v;
+  if (int64_t v = read_cache_field(3, "Unified", "size")) info.l3_bytes = v;
   unsigned hc = std::thread::hardware_concurrency();
   info.cores = hc ? static_cast<int>(hc) : 1;
   return info;

@@ -9,9 +9,12 @@
 
 namespace kiln::x86 {
 
-// What the blocking reads of the caches (the rules size every block from L2).
+// What the blocking reads of the caches (the rules size every block from L2; the direct kernels'
+// row blocks, from L1's associativity).
 struct CacheSizes {
   int64_t l2_bytes = 1024 * 1024;  // per core
+  int64_t l1d_ways = 8;
+  int64_t l1d_way_bytes = 4096;  // one way: addresses this far apart share an L1 set
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -19,7 +19,12 @@ HostCpu detect() {
   h.avx2_fma = cpu.hasFeature(F::kAVX2) && cpu.hasFeature(F::kFMA);
   h.avx512f = h.avx2_fma && cpu.hasFeature(F::kAVX512_F);
   // The L2 size the JIT's device info reads (it is also in the disk cache's device fingerprint).
-  if (kiln::cpu_info().l2_bytes > 0) h.caches.l2_bytes = kiln::cpu_info().l2_bytes;
+  const kiln::CpuInfo& info = kiln::cpu_info();
+  if (info.l2_bytes > 0) h.caches.l2_bytes = info.l2_bytes;
+  if (info.l1d_ways > 0 && info.l1d_bytes >= info.l1d_ways * 64) {
+    h.caches.l1d_ways = info.l1d_ways;
+    h.caches.l1d_way_bytes = info.l1d_bytes / info.l1d_ways;
+  }
   return h;
 }
 

@@ -1,5 +1,5 @@
 // What the x86 backend knows about the host: ISA features (CPUID through asmjit, capped by
-// KILN_ISA) and the L2 size (from kiln::cpu_info()). Detected once per process.
+// KILN_ISA), the L2 size and L1's associativity (from kiln::cpu_info()). Detected once per process.
 #pragma once
 
 #include "codegen/x86/blocking.h"

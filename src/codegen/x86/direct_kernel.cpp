@@ -197,7 +197,7 @@ void DirectGen::emit() {
   if (d_.has_bias && d_.last) a_.mov(bias_, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
   if (d_.has_residual && d_.last) a_.mov(ri_, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
 
-  const DirectTiling tiling = direct_tiling(v_.avx512(), d_.rows, d_.cols);
+  const DirectTiling tiling = direct_tiling(v_.avx512(), d_.rows, d_.cols, d_.rows_cap);
   const int64_t M = d_.rows;
   const int64_t blocks = (M + tiling.rows_max - 1) / tiling.rows_max;
   const int64_t hi = (M + blocks - 1) / blocks;
@@ -228,7 +228,7 @@ void DirectGen::emit() {
 
 }  // namespace
 
-DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N) {
+DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N, int64_t rows_cap) {
   const int vl = avx512 ? 16 : 8;
   const int64_t nvec = (N + vl - 1) / vl;
   DirectTiling t;
@@ -241,9 +241,11 @@ DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N) {
   // Besides the accumulators: nv B vectors, a broadcast register (AVX-512 with nv <= 2 broadcasts
   // inside the FMA instead) and the AVX2 edge mask; and at least 4 epilogue temporaries.
   const int regs = avx512 ? 32 : 16;
+  // rows_cap: where A's rows crowd into few L1 sets (gemm_driver.cpp's direct_rows_cap).
   auto rows_for = [&](int nv) {
     const int others = avx512 ? nv + (nv <= 2 ? 0 : 1) : nv + 2;
-    return std::min((regs - others) / nv, (regs - 4) / nv);
+    const int rows = std::min((regs - others) / nv, (regs - 4) / nv);
+    return rows_cap > 0 ? int(std::min<int64_t>(rows, rows_cap)) : rows;
   };
   t.rows_max = rows_for(t.vectors);
   // AVX-512 with 7-14 rows: the widest tile of at least two vectors whose rows take all of M in

@@ -35,6 +35,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace kiln::x86 {
 
@@ -161,7 +162,7 @@ KernelDesc epilogue_desc(const GemmProblem& p, Isa isa) {
 
 // A direct kernel over rows x cols of p with K steps, B's rows b_rs apart.
 KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t rows, int64_t cols,
-                       int64_t K, int64_t b_rs) {
+                       int64_t K, int64_t b_rs, int64_t rows_cap) {
   KernelDesc d = base;
   d.kind = KernelKind::direct;
   d.rows = rows;
@@ -172,7 +173,30 @@ KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t row
   d.b_rs = b_rs;
   d.ldc = p.ldc;
   d.ld_res = d.has_residual ? p.epi.ld_residual : 0;
+  d.rows_cap = rows_cap < rows ? rows_cap : 0;  // no kernel of its own where it cannot bind
   return d;
+}
+
+// A block's rows each hold a line of A at a time; the cap leaves two ways of a set for B and C.
+// Measured on an Intel Xeon (12 ways, paired plans, 2 threads), A's rows 4 KiB apart, against
+// the tiling's own rows (28 for one vector, 14 for two): with 10 rows 1000x16x1024 1.56x,
+// 1000x8x1024 1.57x, 512x8x1024 1.44x, 1000x32x1024 1.10x, 28x16x1024 1.84x, 100x16x1024 1.65x,
+// 64x8x1024 2.09x, 2000x24x2048 1.11x, 300x20x2048 1.11x, 16x16x4096 (direct_k) 1.10x; 2 KiB
+// apart (20 rows) 2048x8x512 1.09x, 1000x16x512 1.10x. Caps of 6, 8 and 12 rows gained less
+// (1000x16x1024 1.30x, 1.32x, 1.31x). AVX2 tiles hold at most 12 rows: 10 ran 0.90-1.01x
+// (64x8x1024, 1000x8x1024), not taken; nor on the skinny path (12x4096x1024 0.89x: few rows, B
+// from memory).
+int64_t direct_rows_cap(const GemmProblem& p, Isa isa, const CacheSizes& caches) {
+  constexpr int64_t kRowsChecked = 32;  // past every tiling's rows
+  const int64_t bytes = (p.a.row_stride < 0 ? -p.a.row_stride : p.a.row_stride) * 4;
+  // (Rows under a line apart share lines.)
+  if (isa != Isa::avx512 || p.a.col_stride != 1 || p.M < 2 || bytes < 64) return 0;
+  const int64_t per_set = std::max<int64_t>(2, caches.l1d_ways - 2);
+  const int64_t sets = std::max<int64_t>(1, caches.l1d_way_bytes / 64);
+  std::vector<int64_t> in_set(size_t(sets), 0);
+  for (int64_t r = 0; r < kRowsChecked; ++r)
+    if (++in_set[size_t(r * bytes / 64 % sets)] > per_set) return r;
+  return 0;
 }
 
 void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
@@ -303,7 +327,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
     s.path = Path::direct;
     s.copy_b = !b_unit;
-    s.direct = s.use(direct_desc(base, p, p.M, p.N, p.K, b_unit ? p.b.row_stride : p.N));
+    s.direct = s.use(direct_desc(base, p, p.M, p.N, p.K, b_unit ? p.b.row_stride : p.N,
+                                 direct_rows_cap(p, isa, caches)));
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 
@@ -365,15 +390,16 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::direct_rows;
     // Whole row blocks of the direct kernel's tiling per chunk, one chunk per thread.
-    const int64_t rows_max = direct_tiling(isa == Isa::avx512, p.M, p.N).rows_max;
+    const int64_t rows_cap = direct_rows_cap(p, isa, caches);
+    const int64_t rows_max = direct_tiling(isa == Isa::avx512, p.M, p.N, rows_cap).rows_max;
     const int64_t blocks = ceil_div(p.M, rows_max);
     s.chunk = ceil_div(blocks, std::min(T, blocks)) * rows_max;
     s.nchunks = ceil_div(p.M, s.chunk);
     const int64_t last_chunk = p.M - (s.nchunks - 1) * s.chunk;
     for (int lc = 0; lc < 2; ++lc) {
       if (lc == 0 && s.nchunks == 1) continue;
-      s.direct_rows[lc] =
-          s.use(direct_desc(base, p, lc ? last_chunk : s.chunk, p.N, p.K, p.b.row_stride));
+      s.direct_rows[lc] = s.use(
+          direct_desc(base, p, lc ? last_chunk : s.chunk, p.N, p.K, p.b.row_stride, rows_cap));
     }
     return std::make_shared<GemmPlan>(std::move(impl));
   }

@@ -96,9 +96,14 @@ struct GemmPlan::Impl {
 void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn);
 // The descriptor fields of p's epilogue (bias, scale, activation, residual).
 KernelDesc epilogue_desc(const GemmProblem& p, Isa isa);
-// A direct kernel over rows x cols of p with K steps, B's rows b_rs apart.
+// A direct kernel over rows x cols of p with K steps, B's rows b_rs apart, at most rows_cap rows
+// per block (0: the tiling's own).
 KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t rows, int64_t cols,
-                       int64_t K, int64_t b_rs);
+                       int64_t K, int64_t b_rs, int64_t rows_cap = 0);
+// The rows an AVX-512 direct kernel's block may hold where A's rows (read in place) fall into few
+// L1 sets (row strides near a multiple of 4 KiB: more lines in one set than it has ways evict
+// each other between k-steps); 0 where they spread, and for AVX2.
+int64_t direct_rows_cap(const GemmProblem& p, Isa isa, const CacheSizes& caches);
 // Whether the stream path (stream_path.cpp) can run p (GEMV, B's rows forward with unit column
 // stride).
 bool stream_can(const GemmProblem& p, bool prepacked_b);

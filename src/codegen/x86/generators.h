@@ -22,6 +22,7 @@ struct DirectTiling {
   int vectors = 1;  // column tile width in vectors
   int rows_max = 1;
 };
-DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N);
+// rows_cap > 0: at most that many rows per block (KernelDesc::rows_cap).
+DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N, int64_t rows_cap = 0);
 
 }  // namespace kiln::x86

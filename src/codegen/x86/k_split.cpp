@@ -86,6 +86,7 @@ void GemmPlan::Impl::plan_direct_k(const GemmProblem& p, const KernelDesc& base,
   blk.KC = p.K / blk.npc;
   last_kb = p.K - (blk.npc - 1) * blk.KC;
   const KernelDesc plain = epilogue_desc(GemmProblem{}, isa);
+  const int64_t rows_cap = direct_rows_cap(p, isa, caches);
   for (int64_t kt = 0; kt < blk.tk; ++kt) {
     const int target = kt > 0;
     GemmProblem q = p;
@@ -94,7 +95,8 @@ void GemmPlan::Impl::plan_direct_k(const GemmProblem& p, const KernelDesc& base,
     for (int64_t pc = pc0; pc < pc1; ++pc) {
       const int first = pc == pc0, last = direct_k_last(pc);
       if (direct_k[target][first][last]) continue;
-      KernelDesc d = direct_desc(plain, q, p.M, p.N, last ? last_kb : blk.KC, p.b.row_stride);
+      KernelDesc d =
+          direct_desc(plain, q, p.M, p.N, last ? last_kb : blk.KC, p.b.row_stride, rows_cap);
       d.accumulate = !first;
       d.last = 0;
       direct_k[target][first][last] = use(d);

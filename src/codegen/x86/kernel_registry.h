@@ -37,6 +37,7 @@ struct KernelDesc {
   int64_t has_bias = 0, has_scale = 0, act = 0, has_residual = 0;
   int64_t bias_bcast = 0;  // dot: one bias value (bias[0]) for every output (N = 1)
   int64_t b_prefetch = 0;  // direct: B rows ahead prefetched into L1 in the K loop (0: none)
+  int64_t rows_cap = 0;    // direct: at most this many rows per block (0: the tiling's own)
 
   bool operator==(const KernelDesc& o) const;
   // Any of bias, scale, activation or residual.
