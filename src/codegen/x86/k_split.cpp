@@ -23,7 +23,7 @@ namespace {
 // 1.07x / 1.03x, 96x96x1024 1.02x / 0.94x; past the rule (N over 100), 64x128x4096 0.98x /
 // 1.07x, 128x128x4096 1.02x / 1.13x, 128x128x8192 0.79x / 0.91x, 96x128x4096 0.81x / 0.96x,
 // 112x112x4096 0.95x / 1.02x, 64x256x4096 0.71x / 0.76x. Below K 1024 (or 256 per thread) the
-// packed path or direct_rows; transposed A, unmeasured: packed.
+// packed path or direct_rows (AVX2; AVX-512: kDirectKMinK); transposed A, unmeasured: packed.
 // AVX-512 (16-wide vectors, 4-vector tiles; Intel Xeon, 2 threads, paired plans): 16x16x8192
 // 3.08x, 32x32x8192 1.89x, 64x64x4096 1.62x, 64x48x4096 1.81x, 37x45x2100 1.72x, 64x64x1024
 // 1.54x, 1024x16x4096 1.36x, 2048x16x4096 1.21x, 512x32x4096 1.27x; past the AVX2 rule
@@ -33,6 +33,23 @@ namespace {
 // 512x128x4096 1.02x, 128x192x4096 1.05x, 64x512x4096 0.98x, 128x256x4096 0.94x, 256x256x4096
 // 0.88x.
 constexpr int64_t kDirectKBlock = 512;
+// K at least (and per thread: 256 on AVX2, 300 for few rows, else 128), measured on AVX-512
+// (Intel Xeon, paired plans, 2 threads; before, K of 1024 and 256 per thread) against the packed
+// path: 100x64x1000 1.85x, 300x64x1000 1.77x, 64x64x1000 1.93x, 100x100x1000 1.48x,
+// 300x100x1000 1.36x, 128x128x600 1.29x, 128x128x512 1.46x, 64x128x512 1.29x, 200x64x900 1.73x,
+// 256x64x1000 1.75x, 160x96x700 1.48x, 100x256x600 1.06x, 64x256x800 1.18x, 100x160x400 1.30x,
+// 128x128x450 1.26x, 64x256x400 1.08x, 60x250x350 1.13x, 64x256x256 1.00x; one thread
+// 128x128x512 1.25x, 256x64x1000 1.44x, 128x128x1000 1.04x, 64x256x400 1.22x; against the
+// skinny path, 16x256x1000 1.32x, 24x128x800 1.33x, 32x256x300 1.38x, 16x256x300 1.12x,
+// 12x200x600 1.09x. Up to kDirectKFewRows rows (the skinny path's one row block) the partial
+// sums' second pass weighs more: 2-12 rows with K from 600 1.04-1.35x (2x256x600 1.19x,
+// 6x256x800 1.35x, 8x256x700 1.21x, 8x256x1000 1.07x, 8x128x800 1.04x), at 512 0.90-1.20x
+// (8x256x512 0.90x, 12x256x512 0.90x, 4x256x512 1.09-1.20x, 6x200x512 1.17x), at 300
+// 0.87-0.92x (4x256x300, 8x256x300, 10x200x300, 12x256x300).
+constexpr int64_t kDirectKMinK = 256;
+constexpr int64_t kDirectKFewRows = 12;
+constexpr int64_t kDirectKMinKFewRows = 600;
+constexpr int64_t kDirectKMinKAvx2 = 1024;
 // With K of at least kDirectKSmallBlocksMinK and N over 16, the blocks shrink (halving, not below
 // kDirectKMinBlock, then evened out over a multiple of the tasks: K / npc, 61 for 2101 over 34)
 // until B's block fits kDirectKBBytes (half of a 32 KiB L1): each row block's
@@ -69,7 +86,10 @@ bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T, Isa isa) {
   const bool small_c = isa == Isa::avx2
                            ? (M * N <= 4096 && N <= 128) || (N <= 100 && M * N <= 16384)
                            : (M * N <= 16384 && N <= 256) || (N <= 128 && M * N <= 32768);
-  return small_c && K >= std::max<int64_t>(1024, 256 * T);
+  const int64_t min_k = isa == Isa::avx2       ? std::max<int64_t>(kDirectKMinKAvx2, 256 * T)
+                        : M <= kDirectKFewRows ? std::max<int64_t>(kDirectKMinKFewRows, 300 * T)
+                                               : std::max<int64_t>(kDirectKMinK, 128 * T);
+  return small_c && K >= min_k;
 }
 
 void GemmPlan::Impl::plan_direct_k(const GemmProblem& p, const KernelDesc& base, int threads,
