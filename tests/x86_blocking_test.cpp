@@ -158,11 +158,11 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
 TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the reference",
           "[x86][blocking][gemm]") {
   // Shapes that reach every KC rule on one of the machines: several MC blocks with threads split
-  // over M; one MC block at a shrunk KC (Zen 3); KC 1024 over three K blocks (Zen 5, Xeon); with
+  // over M; one MC block at a shrunk KC (Zen 3); KC 1024 over five K blocks (Zen 5, Xeon); with
   // B prepacked, KC 1024 for few rows (Xeon); a few rows with B packed per call, KC shrunk
   // (Zen 3) for a block of 512 columns (13 rows: 12 take the skinny path) or of 256 (45 rows).
   const std::vector<Shape> shapes = {
-      {700, 200, 1100}, {128, 1100, 1030}, {600, 64, 2100}, {13, 1100, 300}, {45, 900, 700}};
+      {700, 200, 1100}, {128, 1100, 1030}, {600, 64, 4200}, {13, 1100, 300}, {45, 900, 700}};
   kiln::ThreadPool pool1(1), pool2(2);
   std::set<KcRule> rules_seen;
   int variant = 0;
@@ -183,7 +183,8 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
                            << threads << " prepacked " << prepacked << " rule "
                            << kc_rule_name(b.kc_rule) << " KC " << b.KC << " MC " << b.MC);
         auto plan = GemmPlan::make(p, isa, threads, prepacked, m.caches);
-        // Every shape's B is over a fifth of every L2 here: packed, not direct_rows.
+        // Every shape's B is over a fifth of every L2 here (600x64x4200, one column tile of the
+        // direct kernels: over half): packed, not direct_rows.
         for (const KernelInfo& k : plan->kernels()) CHECK(k.name.rfind("packed_", 0) == 0);
         if (prepacked) {
           auto packed = pack_b(c.b_ref(), s.K, s.N, isa);

@@ -155,3 +155,36 @@ TEST_CASE("x86 gemm: AVX-512 direct_rows splits M into its tiles' row blocks",
     }
   }
 }
+
+TEST_CASE("x86 gemm: direct_rows takes B up to half of L2 where C's columns fit one tile",
+          "[x86][gemm][direct_rows]") {
+  // One column tile of the direct tiling (AVX-512: 64 columns, AVX2: 16): each row block reads
+  // A's rows once, and B (from L2) is all the kernels share. Not with two tiles, nor over half of
+  // L2, nor where direct_k takes a small C.
+  const CacheSizes two_mib{2 << 20};
+  auto rows = [&](Shape s, Isa isa) {
+    Case c(s, Layout::row_major, Layout::row_major, EpiKind{}, 7100);
+    return direct_rows_of(*GemmPlan::make(c.problem(), isa, 2, false, two_mib), s, isa);
+  };
+  CHECK_FALSE(rows({1000, 64, 4000}, Isa::avx512).empty());  // 1000 KiB of B
+  CHECK_FALSE(rows({3000, 24, 3000}, Isa::avx512).empty());
+  CHECK(rows({1000, 64, 4100}, Isa::avx512).empty());  // over 1 MiB
+  CHECK(rows({1000, 80, 1000}, Isa::avx512).empty());  // two tiles, over a tenth of L2
+  CHECK(rows({100, 64, 3000}, Isa::avx512).empty());   // direct_k
+  CHECK_FALSE(rows({2000, 16, 8000}, Isa::avx2).empty());
+  CHECK(rows({2000, 32, 4000}, Isa::avx2).empty());  // two tiles
+  // Against the reference on a 512 KiB L2 (B up to 256 KiB), every epilogue, on every pool.
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    const Shape s = isa == Isa::avx512 ? Shape{520, 64, 1000} : Shape{1100, 16, 4000};
+    for (int e = 0; e < 2; ++e) {
+      Case c(s, e ? Layout::padded : Layout::row_major, Layout::row_major,
+             kEpilogueCycle[variant % 4], uint32_t(7200 + variant));
+      auto plan = GemmPlan::make(c.problem(), isa, 2, false, kZen3);
+      INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " epilogue " << variant % 4);
+      REQUIRE_FALSE(direct_rows_of(*plan, s, isa).empty());
+      CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+      variant += 3;
+    }
+  }
+}

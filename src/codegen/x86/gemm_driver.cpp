@@ -5,8 +5,9 @@
 //   parallel, or (fewer chunks than threads) runs of K, partial rows added after them.
 //   skinny: M <= 16 (AVX-512: 32) with unit-stride B columns and rows under a page apart (M <= 12
 //   at any row distance, in short K blocks): direct kernels over N chunks in parallel.
-//   direct_rows: B in a fifth of L2 (AVX-512: a tenth), A and B with unit column stride: direct
-//   kernels over M chunks of whole row blocks in parallel (kDirectRowsBShare).
+//   direct_rows: B in a fifth of L2 (AVX-512: a tenth; half where C's columns fit one column tile),
+//   A and B with unit column stride: direct kernels over M chunks of whole row blocks in parallel
+//   (kDirectRowsBShare).
 //   direct_k (k_split.cpp): a small C and a long K: direct kernels over K blocks, the
 //   blocks split over the threads, partial sums added after them.
 //   packed: BLIS blocking (blocking.h: KC, MC and NC from the L2 size). One task per
@@ -112,6 +113,16 @@ constexpr int64_t kSkinnyPrefetchMinRowBytes = 512;
 // 1.18x in two runs: a tenth of L2 there.
 constexpr int64_t kDirectRowsBShare = 5;         // AVX2: B <= L2 / 5
 constexpr int64_t kDirectRowsBShareAvx512 = 10;  // AVX-512: B <= L2 / 10
+// Where C's columns fit one column tile of the direct tiling (AVX-512: 64, AVX2: 16), each row
+// block reads its rows of A once, and only B, from L2, is read again: B up to half of L2. Intel
+// Xeon, paired plans, 2 threads, against the packed path: 4000x16x8000 2.18x, 2000x32x4000 1.68x,
+// 3000x24x3000 1.72x, 1000x64x1000 1.26x, 2000x64x1000 1.13x, 1000x64x4000 1.27x, 1000x60x3000
+// 1.29x, 1000x64x1024 1.12x (kiln / oneDNN 0.67-0.97x -> 1.04-1.53x); AVX2 4000x16x8000 1.59x,
+// 2000x16x10000 1.49x. With more tiles each row block reads A's rows from L1 but B from L2 once
+// per tile, and direct_rows ran 0.38-0.95x of packed (AVX-512: 1000x100x1000, 1000x256x1000,
+// 1000x512x1000, 512x256x512, 400^3, 300^3, 512^3; AVX2 2000x32x4000 0.98x, 2000x64x2000 0.82x). A
+// small C takes direct_k first (against direct_rows 500x64x1000 1.04x, 300x64x2000 1.12x).
+constexpr int64_t kDirectRowsBShareOneTile = 2;
 constexpr size_t kMaxPlans = 4096;
 
 // Calls by path (GemmStats; the sum of the paths' counts is the number of calls), and the packed
@@ -383,7 +394,12 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 
-  const int64_t rows_b_share = isa == Isa::avx2 ? kDirectRowsBShare : kDirectRowsBShareAvx512;
+  // C's columns in one column tile of the direct tiling: each row block reads A's rows once.
+  const bool one_tile = p.N <= int64_t(direct_tiling(isa == Isa::avx512, p.M, p.N).vectors) *
+                                   (isa == Isa::avx512 ? 16 : 8);
+  const int64_t rows_b_share = one_tile && !direct_k_can ? kDirectRowsBShareOneTile
+                               : isa == Isa::avx2        ? kDirectRowsBShare
+                                                         : kDirectRowsBShareAvx512;
   if (!prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_m && !p.dynamic_nk &&
       p.N <= caches.l2_bytes / rows_b_share / 4 / std::max<int64_t>(1, p.K) &&
       std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
