@@ -1,7 +1,8 @@
 // The direct_rows path (gemm_driver.cpp): above the small volume, with B in a fifth of L2 (AVX2)
-// or a tenth (AVX-512), the direct kernels run unpacked, M split into chunks of whole row blocks,
-// one per thread. Plans are made for a stated L2 size, so the path and the chunking do not depend
-// on the host.
+// or a tenth (AVX-512; half where C's columns fit one column tile), the direct kernels run
+// unpacked, M split into chunks of whole row blocks (or even chunks, where whole blocks are
+// uneven), one per thread. Plans are made for a stated L2 size, so the path and the chunking do
+// not depend on the host.
 #include "x86_gemm_testing.h"
 
 #include <catch2/catch.hpp>
@@ -38,7 +39,7 @@ std::vector<int64_t> direct_rows_of(const GemmPlan& plan, const Shape& s, Isa is
 
 }  // namespace
 
-TEST_CASE("x86 gemm: direct_rows splits M into whole row blocks per thread",
+TEST_CASE("x86 gemm: direct_rows splits M into whole row blocks per thread, or evenly",
           "[x86][gemm][direct_rows]") {
   if (!isa_supported(Isa::avx2)) {
     std::printf("SKIPPED: this CPU has no AVX2+FMA; direct_rows chunking test not run\n");
@@ -52,10 +53,10 @@ TEST_CASE("x86 gemm: direct_rows splits M into whole row blocks per thread",
   // AVX2 direct tiles: 6 rows x 2 vectors, or up to 12 rows of one vector when N <= 8.
   const std::vector<Expect> cases = {
       {{100, 130, 50}, 2, {54, 46}},  // 17 row blocks: 9 + 8
-      {{13, 16, 1500}, 2, {12, 1}},   // a one-row last chunk (the M = 1 tiling)
+      {{13, 16, 1500}, 2, {7, 6}},    // whole blocks 12 + 1: even chunks instead
       {{11, 8, 3000}, 3, {11}},       // one row block, fewer than the threads
       {{100, 100, 100}, 1, {100}},    // one thread: one kernel over all of M
-      {{64, 48, 100}, 4, {18, 10}},   // 11 blocks over 4 threads: 3 + 3 + 3 + 2
+      {{64, 48, 100}, 4, {16}},       // 11 blocks over 4 threads (18 + 18 + 18 + 10): even
       {{120, 64, 256}, 2, {60}},      // equal chunks share one kernel
   };
   const Layout layouts[] = {Layout::row_major, Layout::transposed,    Layout::strided,
@@ -137,8 +138,8 @@ TEST_CASE("x86 gemm: AVX-512 direct_rows splits M into its tiles' row blocks",
       {{100, 100, 100}, 2, {54, 46}},    // 7 vectors: 17 blocks of 6, 9 + 8
       {{120, 64, 256}, 2, {60}},         // 4 vectors: 20 blocks, 10 each
       {{2000, 24, 24}, 2, {1008, 992}},  // 2 vectors: 143 blocks of 14, 72 + 71
-      {{40, 16, 1500}, 3, {28, 12}},     // 1 vector: 2 blocks of 28, fewer than the threads
-      {{45, 40, 200}, 2, {27, 18}},      // 3 vectors: 5 blocks of 9, 3 + 2
+      {{40, 16, 1500}, 3, {20}},         // 1 vector: 2 blocks of 28 (28 + 12): even chunks
+      {{45, 40, 200}, 2, {23, 22}},      // 3 vectors: 5 blocks of 9 (27 + 18): even chunks
   };
   int variant = 0;
   for (const Expect& x : cases) {

@@ -123,6 +123,10 @@ constexpr int64_t kDirectRowsBShareAvx512 = 10;  // AVX-512: B <= L2 / 10
 // 1000x512x1000, 512x256x512, 400^3, 300^3, 512^3; AVX2 2000x32x4000 0.98x, 2000x64x2000 0.82x). A
 // small C takes direct_k first (against direct_rows 500x64x1000 1.04x, 300x64x2000 1.12x).
 constexpr int64_t kDirectRowsBShareOneTile = 2;
+// Even chunks against whole row blocks (Intel Xeon, paired plans, 2 threads): 28x16x1024 (20 + 8
+// rows -> 14 + 14) 1.18x, 50x16x2000 1.12x, 64x8x1024 1.03x; under the ratio they ran 0.96-1.04x
+// (80^3, 100^3, 128^3, 200^3, 300x64x64, 400x128x256, 1000x64x512).
+constexpr double kDirectRowsEvenSplit = 1.1;
 constexpr size_t kMaxPlans = 4096;
 
 // Calls by path (GemmStats; the sum of the paths' counts is the number of calls), and the packed
@@ -405,11 +409,15 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::direct_rows;
-    // Whole row blocks of the direct kernel's tiling per chunk, one chunk per thread.
+    // Whole row blocks of the direct kernel's tiling per chunk, one chunk per thread; even chunks
+    // where whole blocks leave the busiest over kDirectRowsEvenSplit of an even share (each
+    // kernel evens out its own row blocks).
     const int64_t rows_cap = direct_rows_cap(p, isa, caches);
     const int64_t rows_max = direct_tiling(isa == Isa::avx512, p.M, p.N, rows_cap).rows_max;
-    const int64_t blocks = ceil_div(p.M, rows_max);
-    s.chunk = ceil_div(blocks, std::min(T, blocks)) * rows_max;
+    const int64_t blocks = ceil_div(p.M, rows_max), tasks = std::min(T, blocks);
+    s.chunk = ceil_div(blocks, tasks) * rows_max;
+    if (double(s.chunk) > kDirectRowsEvenSplit * double(p.M) / double(tasks))
+      s.chunk = ceil_div(p.M, tasks);
     s.nchunks = ceil_div(p.M, s.chunk);
     const int64_t last_chunk = p.M - (s.nchunks - 1) * s.chunk;
     for (int lc = 0; lc < 2; ++lc) {
