@@ -58,6 +58,8 @@ TEST_CASE("x86 gemm: the direct kernels' rows per block where A's rows share L1 
   CHECK(direct_rows_cap(a_rows_apart(100, 8), Isa::avx512, twelve) == 0);
   CHECK(direct_rows_cap(a_rows_apart(100, 1, 1024), Isa::avx512, twelve) == 0);
   CHECK(direct_rows_cap(a_rows_apart(1, 1024), Isa::avx512, twelve) == 0);
+  CHECK(direct_rows_cap(a_rows_apart(12, 1024), Isa::avx512, twelve) == 0);  // no more than ways
+  CHECK(direct_rows_cap(a_rows_apart(13, 1024), Isa::avx512, twelve) == 10);
   CHECK(direct_rows_cap(a_rows_apart(100, 1024), Isa::avx2, twelve) == 0);  // 12 rows at most
 
   // The tiling under a cap: fewer rows of one vector, or a narrower tile that still takes M.

@@ -5,7 +5,6 @@
 #include <cpuid.h>
 
 #include <cctype>
-
 #include <cstring>
 #include <fstream>
 #include <string>

@@ -33,7 +33,7 @@ struct CpuInfo {
   uint64_t features = 0;         // bitset over CpuFeature, as the hardware and OS report
   uint64_t usable_features = 0;  // after the KILN_ISA cap
   int64_t l1d_bytes = 48 << 10;
-  int64_t l1d_ways = 12;  // associativity (x86: how many rows of a matrix one L1 set holds)
+  int64_t l1d_ways = 0;  // associativity; 0: not reported
   int64_t l2_bytes = 2 << 20;
   int64_t l3_bytes = 32 << 20;
   int cores = 1;

@@ -21,9 +21,12 @@ HostCpu detect() {
   // The L2 size the JIT's device info reads (it is also in the disk cache's device fingerprint).
   const kiln::CpuInfo& info = kiln::cpu_info();
   if (info.l2_bytes > 0) h.caches.l2_bytes = info.l2_bytes;
-  if (info.l1d_ways > 0 && info.l1d_bytes >= info.l1d_ways * 64) {
+  // L1's ways where reported with a size they divide into whole sets of lines (else CacheSizes'
+  // 8 ways of 4 KiB, the fewest seen on x86).
+  const int64_t way_bytes = info.l1d_ways > 0 ? info.l1d_bytes / info.l1d_ways : 0;
+  if (way_bytes >= 64 && way_bytes * info.l1d_ways == info.l1d_bytes && way_bytes % 64 == 0) {
     h.caches.l1d_ways = info.l1d_ways;
-    h.caches.l1d_way_bytes = info.l1d_bytes / info.l1d_ways;
+    h.caches.l1d_way_bytes = way_bytes;
   }
   return h;
 }

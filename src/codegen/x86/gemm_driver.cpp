@@ -200,12 +200,14 @@ KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t row
 // apart (20 rows) 2048x8x512 1.09x, 1000x16x512 1.10x. Caps of 6, 8 and 12 rows gained less
 // (1000x16x1024 1.30x, 1.32x, 1.31x). AVX2 tiles hold at most 12 rows: 10 ran 0.90-1.01x
 // (64x8x1024, 1000x8x1024), not taken; nor on the skinny path (12x4096x1024 0.89x: few rows, B
-// from memory).
+// from memory). One thread, the small volume's single kernel: 20x8x1024 1.23x, 24x10x1024 1.27x,
+// 18x16x1024 1.19x, 16x16x2048 1.14x, 14x16x1024 1.06x, 16x16x1024 0.93x; with no more rows than
+// ways, 12x16x1024 0.91x: no cap there.
 int64_t direct_rows_cap(const GemmProblem& p, Isa isa, const CacheSizes& caches) {
   constexpr int64_t kRowsChecked = 32;  // past every tiling's rows
   const int64_t bytes = (p.a.row_stride < 0 ? -p.a.row_stride : p.a.row_stride) * 4;
-  // (Rows under a line apart share lines.)
-  if (isa != Isa::avx512 || p.a.col_stride != 1 || p.M < 2 || bytes < 64) return 0;
+  // (Rows under a line apart share lines; no more rows than ways fit a set.)
+  if (isa != Isa::avx512 || p.a.col_stride != 1 || p.M <= caches.l1d_ways || bytes < 64) return 0;
   const int64_t per_set = std::max<int64_t>(2, caches.l1d_ways - 2);
   const int64_t sets = std::max<int64_t>(1, caches.l1d_way_bytes / 64);
   std::vector<int64_t> in_set(size_t(sets), 0);
