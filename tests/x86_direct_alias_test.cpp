@@ -46,8 +46,8 @@ TEST_CASE("x86 gemm: the direct kernels' rows per block where A's rows share L1 
   CHECK(direct_rows_cap(a_rows_apart(100, 1024), Isa::avx512, eight) == 6);
   CHECK(direct_rows_cap(a_rows_apart(100, -1024), Isa::avx512, twelve) == 10);  // reversed rows
   CHECK(direct_rows_cap(a_rows_apart(100, 4096), Isa::avx512, twelve) == 10);
-  CHECK(direct_rows_cap(a_rows_apart(100, 1025), Isa::avx512, twelve) ==
-        10);  // 16 rows before the next set
+  // 16 rows before the next set:
+  CHECK(direct_rows_cap(a_rows_apart(100, 1025), Isa::avx512, twelve) == 10);
   // 2 KiB apart: two sets; 1 KiB: four, room for every tiling's rows.
   CHECK(direct_rows_cap(a_rows_apart(100, 512), Isa::avx512, twelve) == 20);
   CHECK(direct_rows_cap(a_rows_apart(100, 256), Isa::avx512, twelve) == 0);
@@ -117,4 +117,8 @@ TEST_CASE("x86 gemm: direct, direct_rows and direct_k kernels with A's rows 4 Ki
       }
     }
   }
+  // Where the tiling's tiles are no taller than the cap (4 vectors: 6 rows), no kernel of its own.
+  Case c({100, 64, 1024}, Layout::row_major, Layout::row_major, EpiKind{}, 7700);
+  for (const KernelInfo& k : GemmPlan::make(c.problem(), Isa::avx512, 2, false, twelve)->kernels())
+    CHECK(k.name.find("_r10") == std::string::npos);
 }

@@ -35,8 +35,8 @@ int64_t read_cache_field(int level, const char* type, const char* field) {
     if (l != level || (t != type && t != "Unified")) continue;
     if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return 0;
     int64_t v = std::stoll(s);
-    if (!s.empty() && (s.back() == 'K')) v <<= 10;
-    if (!s.empty() && (s.back() == 'M')) v <<= 20;
+    if (s.back() == 'K') v <<= 10;
+    if (s.back() == 'M') v <<= 20;
     return v;
   }
   return 0;

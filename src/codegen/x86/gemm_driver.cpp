@@ -188,7 +188,14 @@ KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t row
   d.b_rs = b_rs;
   d.ldc = p.ldc;
   d.ld_res = d.has_residual ? p.epi.ld_residual : 0;
-  d.rows_cap = rows_cap < rows ? rows_cap : 0;  // no kernel of its own where it cannot bind
+  // A cap that leaves the tiling as it is (M within it, or tiles already as short) changes no
+  // code: no kernel of its own.
+  const bool avx512 = base.isa == int64_t(Isa::avx512);
+  const DirectTiling own = direct_tiling(avx512, rows, cols),
+                     capped = direct_tiling(avx512, rows, cols, rows_cap);
+  const bool binds = rows_cap > 0 && rows_cap < rows &&
+                     (capped.rows_max != own.rows_max || capped.vectors != own.vectors);
+  d.rows_cap = binds ? rows_cap : 0;
   return d;
 }
 
