@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include "codegen/x86/gemm.h"
+#include "codegen/x86/kernel_registry.h"
 #include "jit/thread_pool.h"
 
+#include <cstddef>
 #include <cstdio>
 #include <regex>
 #include <string>
@@ -52,6 +54,34 @@ TEST_CASE("x86 listing: AVX2 FMA on ymm", "[x86][listing]") {
     INFO(listing.substr(0, 4000));
     CHECK(std::regex_search(listing, std::regex(R"(vfmadd231ps ymm\d+, ymm\d+, ymm\d+)")));
     CHECK(listing.find("zmm") == std::string::npos);
+  }
+}
+
+TEST_CASE("x86 listing: packed kernels prefetch the next call's C tile in the K loop",
+          "[x86][listing]") {
+  // packed_kernel.cpp: KernelArgs::c_next (args in rdi) is loaded into a register that the K
+  // loop prefetches from and steps by ldc_bytes, a row at a time. Kernels are generated for
+  // either ISA on any x86 host (only run where supported).
+  const std::regex load_c_next(R"(mov (r\w+), \[rdi\+)" +
+                               std::to_string(offsetof(KernelArgs, c_next)) + R"(\])");
+  const std::string ldc = "[rdi+" + std::to_string(offsetof(KernelArgs, ldc_bytes)) + "]";
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    for (auto p : {shape_only(512, 512, 512), shape_only(2000, 2000, 64)}) {
+      INFO(isa_name(isa) << " " << p.M << "x" << p.N << "x" << p.K);
+      int packed = 0;
+      for (const KernelInfo& k : kernels_for(p, isa)) {
+        if (k.name.rfind("packed_", 0) != 0) continue;
+        ++packed;
+        INFO(k.name << "\n" << k.listing.substr(0, 6000));
+        std::smatch m;
+        REQUIRE(std::regex_search(k.listing, m, load_c_next));
+        const std::string reg = m[1];
+        const size_t at = size_t(m.position(0));
+        CHECK(k.listing.find("prefetcht0 [" + reg + "]", at) != std::string::npos);
+        CHECK(k.listing.find("add " + reg + ", " + ldc, at) != std::string::npos);
+      }
+      CHECK(packed > 0);
+    }
   }
 }
 

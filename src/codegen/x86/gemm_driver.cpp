@@ -554,8 +554,13 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int me = mc - ir < MR;
           args.b_next = next + (ir / MR) * (kc / kPackedUnrollK) * kFloatsPerLine;
+          // The next call's C tile (this one's after the last).
+          float* const tile = c + (i0 + ir) * ldc + j0;
+          args.c_next = ir + MR < mc      ? tile + MR * ldc
+                        : jp + 1 < jc_end ? c + i0 * ldc + j0 + NR
+                                          : tile;
           args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;
-          kern[acc][last][me][ne]->fn(&args, abuf + ir * kc, b, c + (i0 + ir) * ldc + j0);
+          kern[acc][last][me][ne]->fn(&args, abuf + ir * kc, b, tile);
         }
       }
     };

@@ -61,6 +61,9 @@ struct KernelArgs {
   int64_t ldr_bytes;  // packed; dot with 2 vectors: its residual from the first's
   float scale;
   const float* b_next = nullptr;  // packed: prefetched into L2 from here, a line per 4 k-steps
+  // packed: the next call's C tile (rows ldc_bytes apart), prefetched into L1 a row per 4
+  // k-steps; nullptr (or any address: prefetches do not fault) where there is none.
+  const float* c_next = nullptr;
 };
 using KernelFn = void (*)(const KernelArgs* args, const float* a, const float* b, float* c);
 
