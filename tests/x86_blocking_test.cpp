@@ -140,6 +140,7 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
                 REQUIRE(b.MC % b.MR == 0);
                 REQUIRE(b.NCP >= 1);
                 REQUIRE(b.a_once == (b.MC >= rows_per_task(b)));
+                REQUIRE(b.rows_outer == (b.tk == 1 && b.npc == 1 && K <= 128));
                 // A's block in its share of L2 unless it is a single row tile.
                 const int64_t share =
                     b.kc_rule == KcRule::long_k                                      ? 8
@@ -203,5 +204,47 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
     CHECK(rules_seen.count(KcRule::one_block));
     CHECK(rules_seen.count(KcRule::short_k_1024));  // Xeon, 128x1100x1030, prepacked
     CHECK(rules_seen.count(KcRule::few_rows));
+  }
+}
+
+TEST_CASE("x86 blocking: a short K runs row tile -> panel, matching the reference",
+          "[x86][blocking][gemm]") {
+  // blocking.cpp, kRowsOuterMaxK: one K block of at most 128 walks C row tile by row tile.
+  CHECK(packed_blocking(2000, 2000, 128, Isa::avx512, 2, false, kXeon.caches).rows_outer);
+  CHECK(packed_blocking(4000, 4000, 32, Isa::avx512, 2, false, kXeon.caches).rows_outer);
+  CHECK(packed_blocking(4000, 4000, 32, Isa::avx2, 1, true, kZen3.caches).rows_outer);
+  CHECK_FALSE(packed_blocking(2000, 2000, 129, Isa::avx512, 2, false, kXeon.caches).rows_outer);
+  CHECK_FALSE(packed_blocking(512, 512, 512, Isa::avx512, 2, false, kXeon.caches).rows_outer);
+  // Edge tiles in both dimensions, several MC blocks (Zen 3's L2) and several column blocks,
+  // every epilogue, B transposed or prepacked; run on 1-3 threads and inline.
+  const std::vector<Shape> shapes = {
+      {700, 1100, 100}, {301, 1517, 37}, {1500, 1000, 128}, {40, 3000, 64}, {100, 20000, 3}};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const Machine& m : {kZen3, kXeon}) {
+      for (const Shape& s : shapes) {
+        const bool prepacked = variant % 3 == 1;
+        const Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
+        Case c(s, Layout::row_major, lb, kEpilogueCycle[variant % 4], uint32_t(9300 + variant));
+        const GemmProblem p = c.problem();
+        INFO(isa_name(isa) << " " << m.name << " " << s.M << "x" << s.N << "x" << s.K
+                           << " prepacked " << prepacked << " variant " << variant);
+        CHECK(packed_blocking(s.M, s.N, s.K, isa, 2, prepacked, m.caches, lb == Layout::transposed)
+                  .rows_outer);
+        auto plan = GemmPlan::make(p, isa, 2, prepacked, m.caches);
+        for (const KernelInfo& k : plan->kernels()) CHECK(k.name.rfind("packed_", 0) == 0);
+        if (prepacked) {
+          auto packed = pack_b(c.b_ref(), s.K, s.N, isa);
+          for (int threads : {1, 2, 3}) {
+            kiln::ThreadPool pool(threads);
+            plan->run(p, pool, packed.get());
+            CHECK(c.max_violation() <= 1.0);
+          }
+        } else {
+          CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+        }
+        ++variant;
+      }
+    }
   }
 }

@@ -32,6 +32,17 @@ constexpr int64_t kFewRows = 24;
 constexpr int64_t kFewRowsBlockCols = 512;
 constexpr int64_t kSomeRows = 60;
 constexpr int64_t kSomeRowsBlockCols = 256;
+// rows_outer up to this K (one K block): with a short K each kernel call is short and C's tiles,
+// each written once, are most of the traffic; walked panel by panel down the rows each tile row
+// is a new run of C, walked row tile by row tile C is written along its rows (which the hardware
+// prefetchers follow) while B's block is re-read from L2. Intel Xeon, paired plans, 2 threads,
+// against panel -> row tile (with the next tile's C prefetched, packed_kernel.cpp): 8000x2000x16
+// 2.41x, 4000x4000x32 1.66x, 2000x2000x32 1.20x, 2000x2000x64 1.13x, 64x4096x64 1.07x,
+// 1000x4000x48 1.13x, 2000x2000x128 1.07-1.09x, 4000x4000x128 1.09x, 3000x1000x96 1.02x,
+// 1000x1000x64 1.01x, 1000x1000x128 1.02x, 128x2000x64 0.98x (one thread 4000x4000x32 1.63x,
+// 2000x2000x128 1.07x). Longer K: 2000x2000x256 1.02x, but 256^3 0.96x, 300^3 0.98x, 2048^3
+// 0.99x, 512^3 1.01x.
+constexpr int64_t kRowsOuterMaxK = 128;
 
 // K split (PackedBlocking::tk). Split over N, every task packs all of A, over all of K (split
 // over M, all of B); split over K, each packs its K blocks of A and of B. Fewer elements are
@@ -185,6 +196,7 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
           : std::max<int64_t>(1, (caches.l2_bytes / 2) / std::max<int64_t>(1, b.KC * b.NR * 4));
   b.NCP = ceil_div(panels_task, ceil_div(panels_task, ncp_max));
   b.a_once = mblocks == 1;
+  b.rows_outer = b.npc == 1 && K <= kRowsOuterMaxK;
   if (T > 1 && !prepacked_b) {
     const PackedBlocking ks = k_split_blocking(M, N, K, isa, T, caches, b_transposed);
     if (ks.tk > 1 && task_cost(b, M, N, K) >= kKSplitGain * task_cost(ks, M, N, K)) return ks;

@@ -34,6 +34,9 @@ struct PackedBlocking {
   // One MC block per task: A is packed once per K block and reused by every column block (the
   // loops run K block -> column block), instead of once per (column block, K block).
   bool a_once = false;
+  // Within a block, row tile -> column panel (C written along its rows; B's block re-read from
+  // L2 by every row tile) instead of panel -> row tile: for a short K (see blocking.cpp).
+  bool rows_outer = false;
   KcRule kc_rule = KcRule::standard;
   // K split: tk tasks (tm = tn = 1), each over a run of whole K blocks of all of C, tasks after
   // the first into partial buffers summed (and the epilogue applied) after them.

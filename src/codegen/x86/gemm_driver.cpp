@@ -534,34 +534,45 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
     float* c = p.c;
     int64_t ldc = p.ldc, pc_first = 0;
     // Kernels over column panels [jc, jc_end) and rows [i0, i0 + mc) for K block pc, with A's
-    // block packed in abuf and B's in bbuf (or the PackedB).
+    // block packed in abuf and B's in bbuf (or the PackedB): panel -> row tile, or row tile ->
+    // panel (blk.rows_outer). Each call is told the next one's C tile (its own after the last).
     auto compute = [&](int64_t jc, int64_t jc_end, int64_t pc, int64_t i0, int64_t mc) {
       const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
       const int acc = pc > pc_first, last = tk == 1 && pc == npc - 1;
       args.kc = kc;
       args.ldc_bytes = ldc * 4;
-      for (int64_t jp = jc; jp < jc_end; ++jp) {
+      auto panel = [&](int64_t q) {
+        return bpacked ? bpacked + q * K * NR + k0 * NR : bbuf + (q - jc) * kc * NR;
+      };
+      auto tile = [&](int64_t ir, int64_t jp) { return c + (i0 + ir) * ldc + jp * NR; };
+      auto call = [&](int64_t ir, int64_t jp, const float* b_next, const float* c_next) {
         const int64_t j0 = jp * NR;
-        const int ne = N - j0 < NR;
-        auto panel = [&](int64_t q) {
-          return bpacked ? bpacked + q * K * NR + k0 * NR : bbuf + (q - jc) * kc * NR;
-        };
-        const float* b = panel(jp);
         args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
+        args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;
+        args.b_next = b_next;
+        args.c_next = c_next;
+        kern[acc][last][mc - ir < MR][N - j0 < NR]->fn(&args, abuf + ir * kc, panel(jp),
+                                                       tile(ir, jp));
+      };
+      if (blk.rows_outer) {
+        // After the first row tile B's block is in L2 (or L1) for the others.
+        for (int64_t ir = 0; ir < mc; ir += MR)
+          for (int64_t jp = jc; jp < jc_end; ++jp)
+            call(ir, jp, panel(jp + 1 < jc_end ? jp + 1 : jc),
+                 jp + 1 < jc_end ? tile(ir, jp + 1)
+                 : ir + MR < mc  ? tile(ir + MR, jc)
+                                 : tile(ir, jp));
+        return;
+      }
+      for (int64_t jp = jc; jp < jc_end; ++jp) {
         // Micro-panel ir prefetches the ir-th stretch (one line per unrolled K iteration) of the
         // next panel; stretches past its end only touch memory that is never read.
-        const float* next = jp + 1 < jc_end ? panel(jp + 1) : b;
-        for (int64_t ir = 0; ir < mc; ir += MR) {
-          const int me = mc - ir < MR;
-          args.b_next = next + (ir / MR) * (kc / kPackedUnrollK) * kFloatsPerLine;
-          // The next call's C tile (this one's after the last).
-          float* const tile = c + (i0 + ir) * ldc + j0;
-          args.c_next = ir + MR < mc      ? tile + MR * ldc
-                        : jp + 1 < jc_end ? c + i0 * ldc + j0 + NR
-                                          : tile;
-          args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;
-          kern[acc][last][me][ne]->fn(&args, abuf + ir * kc, b, tile);
-        }
+        const float* next = panel(jp + 1 < jc_end ? jp + 1 : jp);
+        for (int64_t ir = 0; ir < mc; ir += MR)
+          call(ir, jp, next + (ir / MR) * (kc / kPackedUnrollK) * kFloatsPerLine,
+               ir + MR < mc      ? tile(ir + MR, jp)
+               : jp + 1 < jc_end ? tile(0, jp + 1)
+                                 : tile(ir, jp));
       }
     };
     auto pack_b = [&](int64_t jc, int64_t jc_end, int64_t pc) {
