@@ -189,3 +189,27 @@ TEST_CASE("x86 gemm: direct_rows takes B up to half of L2 where C's columns fit 
     }
   }
 }
+
+TEST_CASE("x86 gemm: many rows over more than 128 columns take the packed path",
+          "[x86][gemm][direct_rows]") {
+  // gemm_driver.cpp, kDirectRowsWideMinRows / kDirectRowsWideMaxCols: from 1000 rows, C wider
+  // than 128 columns (and than one column tile) is packed even with B within L2's share; fewer
+  // rows, 128 columns or fewer, or one column tile stay direct.
+  const CacheSizes two_mib{2 << 20};
+  auto direct = [&](Shape s, Isa isa) {
+    Case c(s, Layout::row_major, Layout::row_major, EpiKind{}, 7300);
+    auto plan = GemmPlan::make(c.problem(), isa, 2, false, two_mib);
+    if (!direct_rows_of(*plan, s, isa).empty()) return true;
+    for (const KernelInfo& k : plan->kernels()) REQUIRE(k.name.rfind("packed_", 0) == 0);
+    return false;
+  };
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    INFO(isa_name(isa));
+    CHECK_FALSE(direct({2000, 256, 200}, isa));  // 200 KiB of B: within a tenth of L2
+    CHECK_FALSE(direct({1000, 129, 300}, isa));
+    CHECK(direct({999, 256, 200}, isa));
+    CHECK(direct({2000, 128, 200}, isa));
+    CHECK(direct({4000, 100, 300}, isa));
+  }
+  CHECK(direct({20000, 64, 200}, Isa::avx512));  // one column tile
+}

@@ -123,6 +123,22 @@ constexpr int64_t kDirectRowsBShareAvx512 = 10;  // AVX-512: B <= L2 / 10
 // 1000x512x1000, 512x256x512, 400^3, 300^3, 512^3; AVX2 2000x32x4000 0.98x, 2000x64x2000 0.82x). A
 // small C takes direct_k first (against direct_rows 500x64x1000 1.04x, 300x64x2000 1.12x).
 constexpr int64_t kDirectRowsBShareOneTile = 2;
+// Except from kDirectRowsWideMinRows rows of C over more than kDirectRowsWideMaxCols columns
+// (C's columns over more than one tile): each row block of the direct kernels reads all of B
+// from L2 again (a few rows' worth of FMAs per pass), where the packed path reads each panel
+// of B from L1 for all its row tiles and pays for packing A and B once, which many rows and
+// columns amortize. Packed against direct_rows, paired plans, Intel Xeon (B within a tenth of L2),
+// 2 threads: 1000x160x200 1.21x, 1000x256x200 1.26-1.28x (0.84x in a noisier run), 1600x256x200
+// 1.34x, 2000x160x200 1.24x, 2000x192x200 1.20x, 2000x256x200 1.30-1.46x (0.95x), 2500x160x200
+// 1.24x, 3000x256x200 1.17x, 4096x200x200 1.06x, 4096x192x256 1.13x, 4096x256x150 1.20x,
+// 8000x256x200 1.21x; one thread 1000x256x200 1.05x, 2000x256x200 1.11x, 2000x160x200 1.07x;
+// KILN_ISA=avx2 (B within a fifth of L2) 1000x256x200 1.56x, 2000x256x200 1.38x, 1000x400x200
+// 1.55x, 2000x160x200 1.10x. Not taken: 128 columns (AVX-512 4000x128x200 0.89-1.05x, 2000x128x200
+// 0.86x on one thread; AVX2 4000x128x200 1.11x), 96 columns 1.02-1.04x, fewer rows (800x256x200
+// 0.93x on one thread), AVX2 48 columns (2000x48x200 0.88x), C in one column tile (AVX-512
+// 20000x64x200 0.81x, 50000x32x100 0.51x, 8000x48x1000 0.73x).
+constexpr int64_t kDirectRowsWideMinRows = 1000;
+constexpr int64_t kDirectRowsWideMaxCols = 128;
 // Even chunks against whole row blocks (Intel Xeon, paired plans, 2 threads): 28x16x1024 (20 + 8
 // rows -> 14 + 14) 1.18x, 50x16x2000 1.12x, 64x8x1024 1.03x; under the ratio they ran 0.96-1.04x
 // (80^3, 100^3, 128^3, 200^3, 300x64x64, 400x128x256, 1000x64x512).
@@ -413,8 +429,10 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   const int64_t rows_b_share = one_tile && !direct_k_can ? kDirectRowsBShareOneTile
                                : isa == Isa::avx2        ? kDirectRowsBShare
                                                          : kDirectRowsBShareAvx512;
+  const bool wide_and_tall =
+      !one_tile && p.M >= kDirectRowsWideMinRows && p.N > kDirectRowsWideMaxCols;
   if (!prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_m && !p.dynamic_nk &&
-      p.N <= caches.l2_bytes / rows_b_share / 4 / std::max<int64_t>(1, p.K) &&
+      !wide_and_tall && p.N <= caches.l2_bytes / rows_b_share / 4 / std::max<int64_t>(1, p.K) &&
       std::abs(p.b.row_stride) * 4 < kSkinnyMaxRowBytes &&
       direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.path = Path::direct_rows;
