@@ -216,7 +216,8 @@ TEST_CASE("x86 blocking: a short K runs row tile -> panel, matching the referenc
   CHECK_FALSE(packed_blocking(2000, 2000, 129, Isa::avx512, 2, false, kXeon.caches).rows_outer);
   CHECK_FALSE(packed_blocking(512, 512, 512, Isa::avx512, 2, false, kXeon.caches).rows_outer);
   // Edge tiles in both dimensions, several MC blocks (Zen 3's L2) and several column blocks,
-  // every epilogue, B transposed or prepacked; run on 1-3 threads and inline.
+  // every epilogue, B transposed or prepacked; run on 1-3 threads (and inline where B is packed
+  // per call).
   const std::vector<Shape> shapes = {
       {700, 1100, 100}, {301, 1517, 37}, {1500, 1000, 128}, {40, 3000, 64}, {100, 20000, 3}};
   int variant = 0;
