@@ -30,6 +30,7 @@
 #include "support/thread_counters.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -206,12 +207,12 @@ KernelDesc direct_desc(const KernelDesc& base, const GemmProblem& p, int64_t row
   d.ld_res = d.has_residual ? p.epi.ld_residual : 0;
   // A cap that leaves the tiling as it is (M within it, or tiles already as short) changes no
   // code: no kernel of its own.
-  const bool avx512 = base.isa == int64_t(Isa::avx512);
-  const DirectTiling own = direct_tiling(avx512, rows, cols),
-                     capped = direct_tiling(avx512, rows, cols, rows_cap);
-  const bool binds = rows_cap > 0 && rows_cap < rows &&
-                     (capped.rows_max != own.rows_max || capped.vectors != own.vectors);
-  d.rows_cap = binds ? rows_cap : 0;
+  if (rows_cap > 0 && rows_cap < rows) {
+    const bool avx512 = base.isa == int64_t(Isa::avx512);
+    const DirectTiling own = direct_tiling(avx512, rows, cols),
+                       capped = direct_tiling(avx512, rows, cols, rows_cap);
+    if (capped.rows_max != own.rows_max || capped.vectors != own.vectors) d.rows_cap = rows_cap;
+  }
   return d;
 }
 
@@ -233,9 +234,11 @@ int64_t direct_rows_cap(const GemmProblem& p, Isa isa, const CacheSizes& caches)
   if (isa != Isa::avx512 || p.a.col_stride != 1 || p.M <= caches.l1d_ways || bytes < 64) return 0;
   const int64_t per_set = std::max<int64_t>(2, caches.l1d_ways - 2);
   const int64_t sets = std::max<int64_t>(1, caches.l1d_way_bytes / 64);
-  std::vector<int64_t> in_set(size_t(sets), 0);
-  for (int64_t r = 0; r < kRowsChecked; ++r)
-    if (++in_set[size_t(r * bytes / 64 % sets)] > per_set) return r;
+  std::array<int64_t, kRowsChecked> set_of{};  // the L1 set of each row's first line
+  for (int64_t r = 0; r < kRowsChecked; ++r) {
+    set_of[size_t(r)] = r * bytes / 64 % sets;
+    if (std::count(set_of.begin(), set_of.begin() + r + 1, set_of[size_t(r)]) > per_set) return r;
+  }
   return 0;
 }
 
