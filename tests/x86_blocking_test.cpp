@@ -11,6 +11,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace kiln::x86;
@@ -244,6 +245,53 @@ TEST_CASE("x86 blocking: a short K runs row tile -> panel, matching the referenc
         } else {
           CHECK(worst_on_every_pool(*plan, c) <= 1.0);
         }
+        ++variant;
+      }
+    }
+  }
+}
+
+TEST_CASE("x86 blocking: AVX-512 threads split M from four row tiles each where M is half of N",
+          "[x86][blocking][gemm]") {
+  // blocking.cpp, kSplitMMinRowsPerCol and kSplitMMinTiles.
+  auto split = [](int64_t M, int64_t N, Isa isa, int threads) {
+    const PackedBlocking b = packed_blocking(M, N, 256, isa, threads, false, kXeon.caches);
+    return std::pair<int64_t, int64_t>(b.tm, b.tn);
+  };
+  using Split = std::pair<int64_t, int64_t>;
+  CHECK(split(256, 256, Isa::avx512, 2) == Split(2, 1));
+  CHECK(split(256, 512, Isa::avx512, 2) == Split(2, 1));
+  CHECK(split(256, 513, Isa::avx512, 2) == Split(1, 2));  // M under half of N
+  CHECK(split(112, 224, Isa::avx512, 2) == Split(2, 1));  // 8 row tiles: four a thread
+  CHECK(split(98, 196, Isa::avx512, 2) == Split(1, 2));   // 7 row tiles
+  CHECK(split(256, 256, Isa::avx512, 3) == Split(3, 1));  // 19 row tiles: six or seven a thread
+  CHECK(split(130, 250, Isa::avx512, 3) == Split(1, 3));  // 10 row tiles over 3 threads
+  CHECK(split(128, 256, Isa::avx2, 2) == Split(1, 2));    // AVX2: 22 row tiles, under 16 each
+  CHECK(split(600, 600, Isa::avx2, 2) == Split(2, 1));    // 100 row tiles
+  // Edge row tiles on one thread's share or both, 7 row tiles split over N; B transposed or
+  // prepacked, every epilogue, on 2 and 3 threads (B over a fifth of the Xeon's L2, C too big for
+  // direct_k: packed on either ISA).
+  const std::vector<Shape> shapes = {{130, 250, 500}, {250, 260, 500}, {98, 196, 700}};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const Shape& s : shapes) {
+      for (int threads : {2, 3}) {
+        const bool prepacked = variant % 3 == 1;
+        const Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
+        Case c(s, Layout::row_major, lb, kEpilogueCycle[variant % 4], uint32_t(9400 + variant));
+        const GemmProblem p = c.problem();
+        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
+                           << " prepacked " << prepacked << " variant " << variant);
+        auto plan = GemmPlan::make(p, isa, threads, prepacked, kXeon.caches);
+        for (const KernelInfo& k : plan->kernels()) CHECK(k.name.rfind("packed_", 0) == 0);
+        kiln::ThreadPool pool(threads);
+        if (prepacked) {
+          auto packed = pack_b(c.b_ref(), s.K, s.N, isa);
+          plan->run(p, pool, packed.get());
+        } else {
+          plan->run(p, pool);
+        }
+        CHECK(c.max_violation() <= 1.0);
         ++variant;
       }
     }

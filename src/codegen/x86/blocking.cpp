@@ -44,6 +44,19 @@ constexpr int64_t kSomeRowsBlockCols = 256;
 // 0.99x, 512^3 1.01x.
 constexpr int64_t kRowsOuterMaxK = 128;
 
+// AVX-512 splits M over the threads from kSplitMMinTiles row tiles a thread where M is at least
+// N / kSplitMMinRowsPerCol: its A is packed by 14-lane gathers, dearer per element than B's row
+// copies, and split over N each thread packs all of A. Intel Xeon, paired plans (two runs where
+// two figures), 2 threads, against the split over N: 256^3 1.17-1.19x, 300x200x500 1.12-1.17x,
+// 420x300x300 1.08-1.11x, 128x256x256 1.04-1.11x, 128x256x1024 1.07-1.09x, 126x200x500 1.07x,
+// 120x240x600 1.06x, 300x300x2048 1.07x, 384^3 1.04-1.07x, 384x768x512 1.02x,
+// 384x512x128 1.01-1.02x, 256x512x512 1.01x, 200x400x400 1.01-1.05x, 440^3 1.01x, 300^3 0.97-1.07x,
+// 300x600x300 0.96x, 400x800x1024 0.98x. At a third or less of N: 128x384x384 0.95x, 100x300x300
+// 0.95x, 256x1024x256 0.96x, 128x512x512 0.92x, 200x2048x512 0.94x. AVX2 (6-row panels by register
+// transposes): 0.96-1.02x (160x320x512, 180x256x800, 128x256x1024), not taken.
+constexpr int64_t kSplitMMinRowsPerCol = 2;
+constexpr int64_t kSplitMMinTiles = 4;
+
 // K split (PackedBlocking::tk). Split over N, every task packs all of A, over all of K (split
 // over M, all of B); split over K, each packs its K blocks of A and of B. Fewer elements are
 // packed per FMA when M or N is small, and the load is even where a split over a few column
@@ -110,8 +123,14 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   b.mtiles = ceil_div(M, b.MR);
   b.npanels = ceil_div(N, b.NR);
   // Threads split M when every thread gets at least 16 row tiles (B, cheap to pack, is then
-  // packed by each thread for itself), else N (A is then packed by each thread).
+  // packed by each thread for itself), else N (A is then packed by each thread); on AVX-512 also
+  // from kSplitMMinTiles row tiles a thread where M is at least half of N (kSplitMMinRowsPerCol).
+  // Split N instead where M's tiles split unevenly (512^3: 37 row tiles, 19 and 18 a thread; N's
+  // 16 panels 8 and 8): 0.98-0.99x at 512^3, 0.99x at 1024^3, 1.01x at 768^3, 1.03x at 2048^3
+  // (Intel Xeon, paired plans, 2 threads); left as it is.
   b.tm = std::clamp<int64_t>(b.mtiles / 16, 1, T);
+  if (isa == Isa::avx512 && M * kSplitMMinRowsPerCol >= N && b.mtiles >= kSplitMMinTiles * T)
+    b.tm = T;
   while (T % b.tm) --b.tm;
   b.tn = std::clamp<int64_t>(T / b.tm, 1, b.npanels);
   // KC: 512, or 1024 when each task has at least 512 rows and L2 holds a 1024 x NR panel of B in

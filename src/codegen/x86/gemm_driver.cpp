@@ -82,6 +82,11 @@ constexpr int64_t kSkinnyMaxRowBytes = 4096;
 // or 32, no prefetch) 16x1024x1024 0.76-1.09x, 16x4096x1024 0.93x. Blocks of 16 rows: 0.84-0.94x
 // at 8x2048x2048; of 64: 0.74x at 8x4096x4096. Rows under a page apart keep kSkinnyKBlock:
 // short blocks there ran 0.55-0.93x with B in cache.
+// 13-16 rows in blocks of 64 (the rule's 32 ran about even with packed): with B in L3 1.08-1.36x
+// (16x1024x1024, 16x4096x1024, 13x4096x1024, 14x1024x1024, 16x2048x2048), but with B from
+// memory (ten copies rotated) 0.65-0.69x (16x4096x1024, 13x4096x1024) and 16x11008x4096 0.68x
+// (Intel Xeon, paired, 2 threads): past the L2 streamer's page trackers. A copied with rows 16
+// floats longer (its rows in different L1 sets) changed nothing (0.95-1.07x). Not taken.
 constexpr int64_t kSkinnyPageApartRows = 12;
 constexpr int64_t kSkinnyPageApartKBlock = 32;
 // The skinny kernels prefetch B kSkinnyPrefetchRows rows ahead when B's rows are at least
@@ -111,7 +116,9 @@ constexpr int64_t kSkinnyPrefetchMinRowBytes = 512;
 // 120x64x256 2.40x, 300x64x64 2.19x, 2000x24x24 1.80x, 64x128x384 1.61x, 400x128x256 1.47x,
 // 300x160x300 1.41x (188 KiB of B), 1000x64x512 1.32x, 200^3 1.12-1.16x, 128x256x192 1.11x,
 // 150x220x220 1.19x, 512x100x100 1.14x; 100x200x300 (234 KiB) 1.01x, 256^3 (256 KiB) 0.84x and
-// 1.18x in two runs: a tenth of L2 there.
+// 1.18x in two runs: a tenth of L2 there. Past it, with the direct kernel's 14 x 2 tiling (the
+// packed kernel's shape, A read in place), one thread: 1000x96x1000 0.96x, 1000x100x1000 1.07x,
+// 1000x128x1000 1.02x, 256^3 0.97x: not taken.
 constexpr int64_t kDirectRowsBShare = 5;         // AVX2: B <= L2 / 5
 constexpr int64_t kDirectRowsBShareAvx512 = 10;  // AVX-512: B <= L2 / 10
 // Where C's columns fit one column tile of the direct tiling (AVX-512: 64, AVX2: 16), each row
