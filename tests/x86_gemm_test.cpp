@@ -380,6 +380,17 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     };
     CHECK(skinny_when_dynamic({8, 1000, 300}));
     CHECK_FALSE(skinny_when_dynamic({9, 1000, 300}));
+    // K = 0 there: one empty K block, C = the epilogue of zero (planning divided by zero once;
+    // found by tests/fuzz/x86_gemm_fuzz.cpp).
+    for (int64_t m : {2, 5, 8}) {
+      Case c({m, 3, 0}, Layout::row_major, Layout::row_major,
+             EpiKind{Activation::none, true, true, false}, uint32_t(m));
+      GemmProblem p = c.problem();
+      p.dynamic_m = true;
+      auto plan = GemmPlan::make(p, isa, 2);
+      CHECK(plan->kernels().at(0).name.rfind("direct_", 0) == 0);
+      CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+    }
     // B's rows a page or more apart: skinny up to 12 rows, else packed (gemm_driver.cpp,
     // kSkinnyMaxRowBytes, kSkinnyPageApartRows).
     CHECK(std::string(path_of({4, 1024, 512})) == "skinny");

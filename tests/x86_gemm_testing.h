@@ -207,7 +207,8 @@ class Case {
     double worst = 0;
     for (size_t idx = 0; idx < c_.size(); ++idx) {
       const int64_t off = int64_t(idx) - 1;
-      const bool inside = off >= 0 && off / ldc_ < s_.M && off % ldc_ < s_.N;
+      // (With no columns and no padding ldc is 0: nothing is inside C.)
+      const bool inside = off >= 0 && ldc_ > 0 && off / ldc_ < s_.M && off % ldc_ < s_.N;
       if (!inside && c_[idx] != kSentinel) return std::numeric_limits<double>::infinity();
     }
     for (int64_t i = 0; i < s_.M; ++i) {

@@ -411,7 +411,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     s.nchunks = ceil_div(p.N, s.chunk);
     s.nkb = std::max<int64_t>(
         1, ceil_div(p.K, b_rows_page_apart ? kSkinnyPageApartKBlock : kSkinnyKBlock));
-    s.kb = ceil_div(p.K, s.nkb);
+    s.kb = std::max<int64_t>(1, ceil_div(p.K, s.nkb));  // K = 0: one empty block
     s.nkb = std::max<int64_t>(1, ceil_div(p.K, s.kb));
     const int64_t last_chunk = p.N - (s.nchunks - 1) * s.chunk;
     const int64_t last_kb = p.K - (s.nkb - 1) * s.kb;
