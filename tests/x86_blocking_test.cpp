@@ -32,6 +32,22 @@ const Machine kMachines[] = {kZen3, kZen5, kXeon};
 
 int64_t rows_per_task(const PackedBlocking& b) { return (b.mtiles + b.tm - 1) / b.tm * b.MR; }
 
+// Plans c's problem for `caches` (every kernel packed), runs it on `pool` (B prepacked or
+// packed per call) and returns the check against the reference.
+double run_packed_plan(Case& c, Isa isa, int threads, bool prepacked, const CacheSizes& caches,
+                       kiln::ThreadPool& pool) {
+  const GemmProblem p = c.problem();
+  auto plan = GemmPlan::make(p, isa, threads, prepacked, caches);
+  for (const KernelInfo& k : plan->kernels()) CHECK(k.name.rfind("packed_", 0) == 0);
+  if (prepacked) {
+    auto packed = pack_b(c.b_ref(), p.K, p.N, isa);
+    plan->run(p, pool, packed.get());
+  } else {
+    plan->run(p, pool);
+  }
+  return c.max_violation();
+}
+
 }  // namespace
 
 TEST_CASE("x86 blocking: the KC rules pick what was measured best on each machine",
@@ -177,24 +193,15 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
         const EpiKind e{epi ? Activation::silu : Activation::none, epi, false, epi};
         const Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
         Case c(s, Layout::row_major, lb, e, uint32_t(9100 + variant));
-        const GemmProblem p = c.problem();
         const int threads = pool.num_threads();
         const PackedBlocking b = packed_blocking(s.M, s.N, s.K, isa, threads, prepacked, m.caches);
         rules_seen.insert(b.kc_rule);
         INFO(isa_name(isa) << " " << m.name << " " << s.M << "x" << s.N << "x" << s.K << " threads "
                            << threads << " prepacked " << prepacked << " rule "
                            << kc_rule_name(b.kc_rule) << " KC " << b.KC << " MC " << b.MC);
-        auto plan = GemmPlan::make(p, isa, threads, prepacked, m.caches);
         // Every shape's B is over a fifth of every L2 here (600x64x4200, one column tile of the
         // direct kernels: over half): packed, not direct_rows.
-        for (const KernelInfo& k : plan->kernels()) CHECK(k.name.rfind("packed_", 0) == 0);
-        if (prepacked) {
-          auto packed = pack_b(c.b_ref(), s.K, s.N, isa);
-          plan->run(p, pool, packed.get());
-        } else {
-          plan->run(p, pool);
-        }
-        CHECK(c.max_violation() <= 1.0);
+        CHECK(run_packed_plan(c, isa, threads, prepacked, m.caches, pool) <= 1.0);
         ++variant;
       }
     }
@@ -279,19 +286,10 @@ TEST_CASE("x86 blocking: AVX-512 threads split M from four row tiles each where 
         const bool prepacked = variant % 3 == 1;
         const Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
         Case c(s, Layout::row_major, lb, kEpilogueCycle[variant % 4], uint32_t(9400 + variant));
-        const GemmProblem p = c.problem();
         INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
                            << " prepacked " << prepacked << " variant " << variant);
-        auto plan = GemmPlan::make(p, isa, threads, prepacked, kXeon.caches);
-        for (const KernelInfo& k : plan->kernels()) CHECK(k.name.rfind("packed_", 0) == 0);
         kiln::ThreadPool pool(threads);
-        if (prepacked) {
-          auto packed = pack_b(c.b_ref(), s.K, s.N, isa);
-          plan->run(p, pool, packed.get());
-        } else {
-          plan->run(p, pool);
-        }
-        CHECK(c.max_violation() <= 1.0);
+        CHECK(run_packed_plan(c, isa, threads, prepacked, kXeon.caches, pool) <= 1.0);
         ++variant;
       }
     }
