@@ -155,6 +155,23 @@ inline double apply_act(Activation act, double y) {
 
 constexpr float kSentinel = 1234.5f;
 
+// The reference for one element of C from its dot product (sum, and the sum of the terms'
+// magnitudes), with the epilogue applied, and the tolerance that element is checked against.
+struct Expected {
+  double value, tolerance;
+};
+inline Expected expected_element(double sum, double mag, int64_t K, double scale, double bias,
+                                 Activation act, bool has_residual, double residual) {
+  double y = scale * sum + bias;
+  double m = std::fabs(scale) * mag + std::fabs(bias);
+  y = apply_act(act, y);
+  if (has_residual) {
+    y += residual;
+    m += std::fabs(residual);
+  }
+  return {y, 1e-5 * (1.0 + m) + 1.3e-6 * double(std::max<int64_t>(1, K)) * std::fabs(y)};
+}
+
 // One problem: operands, C with padding filled by a sentinel, and the check against the reference.
 class Case {
  public:
@@ -219,19 +236,12 @@ class Case {
           sum += t;
           mag += std::fabs(t);
         }
-        const double scale = e_.scale ? 0.75 : 1.0;
-        double y = scale * sum + (e_.bias ? bias_[size_t(j)] : 0.0);
-        mag = scale * mag + (e_.bias ? std::fabs(bias_[size_t(j)]) : 0.0);
-        y = apply_act(e_.act, y);
-        if (e_.residual) {
-          y += res_[size_t(i * ldr_ + j)];
-          mag += std::fabs(res_[size_t(i * ldr_ + j)]);
-        }
+        const Expected want = expected_element(
+            sum, mag, s_.K, e_.scale ? 0.75 : 1.0, e_.bias ? bias_[size_t(j)] : 0.0, e_.act,
+            e_.residual, e_.residual ? res_[size_t(i * ldr_ + j)] : 0.0);
         const double got = c_[size_t(1 + i * ldc_ + j)];
         if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
-        const double tol =
-            1e-5 * (1.0 + mag) + 1.3e-6 * double(std::max<int64_t>(1, s_.K)) * std::fabs(y);
-        worst = std::max(worst, std::fabs(got - y) / tol);
+        worst = std::max(worst, std::fabs(got - want.value) / want.tolerance);
       }
     }
     return worst;
