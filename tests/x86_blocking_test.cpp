@@ -9,6 +9,8 @@
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <utility>
@@ -294,4 +296,71 @@ TEST_CASE("x86 blocking: AVX-512 threads split M from four row tiles each where 
       }
     }
   }
+}
+
+TEST_CASE("x86 blocking: AVX-512 kernels pack A over each block's first column panel",
+          "[x86][blocking][gemm]") {
+  const std::vector<Isa> isas = supported_isas();
+  if (std::find(isas.begin(), isas.end(), Isa::avx512) == isas.end()) {
+    std::fprintf(stderr, "skipped: the AVX-512 kernels do not run on this host\n");
+    return;
+  }
+  // Which plans read A in place (gemm_driver.cpp, blk.a_rs): AVX-512 and A's columns unit-stride.
+  auto packs_a = [](Case& c, Isa isa) {
+    auto plan = GemmPlan::make(c.problem(), isa, 2, false, kXeon.caches);
+    int n = 0;
+    for (const KernelInfo& k : plan->kernels()) n += k.name.find("_packa") != std::string::npos;
+    return n;
+  };
+  Case row_major({512, 512, 512}, Layout::row_major, Layout::row_major, {}, 9500);
+  Case padded({512, 512, 512}, Layout::padded, Layout::row_major, {}, 9501);
+  Case transposed({512, 512, 512}, Layout::transposed, Layout::row_major, {}, 9502);
+  Case strided({512, 512, 512}, Layout::strided, Layout::row_major, {}, 9503);
+  CHECK(packs_a(row_major, Isa::avx512) > 0);
+  CHECK(packs_a(padded, Isa::avx512) > 0);
+  CHECK(packs_a(transposed, Isa::avx512) == 0);
+  CHECK(packs_a(strided, Isa::avx512) == 0);
+  if (std::find(isas.begin(), isas.end(), Isa::avx2) != isas.end())
+    CHECK(packs_a(row_major, Isa::avx2) == 0);
+  // Every walk over A's blocks: one block reused by several column blocks (Xeon: a_once),
+  // several MC blocks (Zen 3), several K blocks with K's remainder under the unroll, row tile ->
+  // panel (K <= 128), a K split; edge tiles in both dimensions; A row-major or with padded rows;
+  // every epilogue, B transposed or prepacked; on 1-3 threads and inline.
+  const std::vector<Shape> shapes = {{517, 333, 701}, {700, 1100, 101}, {700, 200, 1103},
+                                     {45, 900, 703},  {600, 64, 4203},  {29, 5000, 130}};
+  int variant = 0;
+  for (const Machine& m : {kZen3, kXeon}) {
+    for (const Shape& s : shapes) {
+      const bool prepacked = variant % 3 == 1;
+      const Layout la = variant % 2 ? Layout::padded : Layout::row_major;
+      const Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
+      Case c(s, la, lb, kEpilogueCycle[variant % 4], uint32_t(9510 + variant));
+      const GemmProblem p = c.problem();
+      INFO(m.name << " " << s.M << "x" << s.N << "x" << s.K << " prepacked " << prepacked
+                  << " variant " << variant);
+      auto plan = GemmPlan::make(p, Isa::avx512, 2, prepacked, m.caches);
+      int packing = 0;
+      for (const KernelInfo& k : plan->kernels()) {
+        CHECK(k.name.rfind("packed_", 0) == 0);
+        packing += k.name.find("_packa" + std::to_string(p.a.row_stride)) != std::string::npos;
+      }
+      CHECK(packing > 0);
+      if (prepacked) {
+        auto packed = pack_b(c.b_ref(), s.K, s.N, Isa::avx512);
+        for (int threads : {1, 2, 3}) {
+          kiln::ThreadPool pool(threads);
+          plan->run(p, pool, packed.get());
+          CHECK(c.max_violation() <= 1.0);
+        }
+      } else {
+        CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+      }
+      ++variant;
+    }
+  }
+  // A plan run on an A with other strides than its own (against GemmPlan::run's contract) packs
+  // A before its kernels instead of reading past A's rows.
+  auto plan = GemmPlan::make(padded.problem(), Isa::avx512, 2, false, kXeon.caches);
+  CHECK(worst_on_every_pool(*plan, row_major) <= 1.0);
+  CHECK(worst_on_every_pool(*plan, transposed) <= 1.0);
 }

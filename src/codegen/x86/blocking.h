@@ -41,6 +41,10 @@ struct PackedBlocking {
   // K split: tk tasks (tm = tn = 1), each over a run of whole K blocks of all of C, tasks after
   // the first into partial buffers summed (and the epilogue applied) after them.
   int64_t tk = 1;
+  // A read in place with rows a_rs apart (unit column stride) by the first column panel's kernel
+  // calls over each block of A, which store its packed panels as they go; 0: A packed by
+  // pack_a_block before them.
+  int64_t a_rs = 0;
 };
 
 int64_t packed_mr(Isa isa);

@@ -274,6 +274,8 @@ void GemmPlan::Impl::use_packed(const KernelDesc& base, int acc, int last) {
       d.last = last;
       if (!last) d.has_bias = d.has_scale = d.act = d.has_residual = 0;
       kern[acc][last][me][ne] = use(d);
+      d.a_rs = blk.a_rs;
+      if (blk.a_rs) kern_packa[acc][last][me][ne] = use(d);
     }
   }
 }
@@ -475,6 +477,20 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   s.path = Path::packed;
   const bool b_transposed = p.b.row_stride == 1 && p.b.col_stride != 1;
   s.blk = packed_blocking(p.M, p.N, p.K, isa, threads, prepacked_b, caches, b_transposed);
+  // AVX-512: A is packed by the kernels of each block's first column panel, which read it in
+  // place (s.blk.a_rs). Its 14-row panels are otherwise packed by gathers in a pass before them,
+  // with A's rows from L3 (9.5 GB/s, a memcpy's rate on this host) and nothing to overlap: 7% of
+  // a 512^3 profile on one thread. The packing calls store each element they broadcast
+  // (kern_packa). Intel Xeon, paired plans against the gathers, 2 threads: 512^3 1.09-1.11x,
+  // 256^3 1.14x, 517x333x701 1.11x, 1000x1000x128 1.07x, 1000x96x1000 1.07x, 420x300x300
+  // 1.06x, 384^3 1.06x, 300x200x500 1.05x, 2000x2000x64 1.05x, 64x2048x512 1.04x, 768^3 1.03x,
+  // 100x4096x4096 1.03x, 128x256x1024 1.02x, 1000^3 1.01x, 2048^3 1.01x, 128x4096x1024 1.01x,
+  // 1500^3 1.00x, 4000x4000x32 1.00x, 600x600x2048 0.99x; one thread 512^3 1.03x, 768^3 1.02x.
+  // Read in place by every call instead (no packing): 1000^3 0.91x, 2048^3 0.90x (its rows 8 KiB
+  // apart share an L1 set). AVX2 (6-row panels by register transposes): 0.98-1.05x, not taken.
+  if (isa == Isa::avx512 && p.a.col_stride == 1 && p.a.row_stride > 0 &&
+      p.a.row_stride <= kPackedMaxARowStride)
+    s.blk.a_rs = p.a.row_stride;
   const PackedBlocking& b = s.blk;
   for (int acc = 0; acc < 2; ++acc) {
     for (int last = 0; last < 2; ++last) {
@@ -547,6 +563,9 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
     bpacked = packed->data();
   }
   const int64_t ldr = p.epi.ld_residual;
+  // A packed by the kernels of the first panel over each block (blk.a_rs); a run whose A has
+  // other strides than the plan's packs it by pack_a_block.
+  const bool a_in_kernel = blk.a_rs > 0 && p.a.row_stride == blk.a_rs && p.a.col_stride == 1;
   // K split: task kt > 0 sums its K blocks into partial buffer kt - 1 (M x N, rows N apart).
   float* partials =
       tk > 1 ? thread_scratch(ScratchSlot::k_partial, size_t((tk - 1) * M * N)) : nullptr;
@@ -564,7 +583,9 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
     // Kernels over column panels [jc, jc_end) and rows [i0, i0 + mc) for K block pc, with A's
     // block packed in abuf and B's in bbuf (or the PackedB): panel -> row tile, or row tile ->
     // panel (blk.rows_outer). Each call is told the next one's C tile (its own after the last).
-    auto compute = [&](int64_t jc, int64_t jc_end, int64_t pc, int64_t i0, int64_t mc) {
+    // a_fresh: A's block is not packed yet (a_in_kernel): the calls over the first panel pack it.
+    auto compute = [&](int64_t jc, int64_t jc_end, int64_t pc, int64_t i0, int64_t mc,
+                       bool a_fresh) {
       const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
       const int acc = pc > pc_first, last = tk == 1 && pc == npc - 1;
       args.kc = kc;
@@ -579,8 +600,14 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
         args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;
         args.b_next = b_next;
         args.c_next = c_next;
-        kern[acc][last][mc - ir < MR][N - j0 < NR]->fn(&args, abuf + ir * kc, panel(jp),
-                                                       tile(ir, jp));
+        const int me = mc - ir < MR, ne = N - j0 < NR;
+        if (a_fresh && jp == jc) {
+          args.a_pack = abuf + ir * kc;
+          kern_packa[acc][last][me][ne]->fn(&args, p.a.data + (i0 + ir) * blk.a_rs + k0, panel(jp),
+                                            tile(ir, jp));
+          return;
+        }
+        kern[acc][last][me][ne]->fn(&args, abuf + ir * kc, panel(jp), tile(ir, jp));
       };
       if (blk.rows_outer) {
         // After the first row tile B's block is in L2 (or L1) for the others.
@@ -610,6 +637,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       pack_b_block(brows, kc, jc * NR, std::min(N, jc_end * NR) - jc * NR, NR, bbuf);
     };
     auto pack_a = [&](int64_t pc, int64_t i0, int64_t mc) {
+      if (a_in_kernel) return;
       const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
       pack_a_block(p.a, i0, mc, k0, kc, MR, abuf);
     };
@@ -629,7 +657,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
           for (int64_t jc = q0; jc < q1; jc += NCP) {
             const int64_t jc_end = std::min(q1, jc + NCP);
             pack_b(jc, jc_end, pc);
-            compute(jc, jc_end, pc, r0, r1 - r0);
+            compute(jc, jc_end, pc, r0, r1 - r0, a_in_kernel && jc == q0);
           }
         }
         continue;
@@ -641,7 +669,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
           for (int64_t i0 = r0; i0 < r1; i0 += MC) {
             const int64_t mc = std::min(MC, r1 - i0);
             pack_a(pc, i0, mc);
-            compute(jc, jc_end, pc, i0, mc);
+            compute(jc, jc_end, pc, i0, mc, a_in_kernel);
           }
         }
       }

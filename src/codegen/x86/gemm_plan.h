@@ -60,6 +60,9 @@ struct GemmPlan::Impl {
   // block, panel by panel just before its first use; A per (MC x KC) block.
   PackedBlocking blk;
   const Kernel* kern[2][2][2][2] = {};  // [accumulate][last][m edge][n edge]
+  // With blk.a_rs: the same kernels reading A in place and packing it on the way (the first
+  // column panel over each block of A; pack_a_block where the run's A has other strides).
+  const Kernel* kern_packa[2][2][2][2] = {};
 
   const Kernel* use(const KernelDesc& d) {
     const Kernel& k = get_kernel(d);

@@ -60,6 +60,7 @@ std::string KernelDesc::name() const {
   auto num = [](int64_t v) { return std::to_string(v); };
   if (kind == KernelKind::packed) {
     s += "_" + num(MR) + "x" + num(NR) + "_m" + num(rows) + "n" + num(cols);
+    if (a_rs) s += "_packa" + num(a_rs);
     if (accumulate) s += "_acc";
   } else if (kind == KernelKind::stream) {
     s += "_N" + num(cols) + "_a" + num(a_cs) + "_b" + num(b_rs);

@@ -30,7 +30,9 @@ struct KernelDesc {
   // K: direct and dot: K; packed: 0 (kc comes at run time)
   int64_t MR = 0, NR = 0;  // packed: panel strides; direct: 0
   int64_t K = 0;
-  // direct (stream: a_cs, b_rs; dot: a_cs = 1 (v), b_rs (X's rows), ldc = 1)
+  // direct (stream: a_cs, b_rs; dot: a_cs = 1 (v), b_rs (X's rows), ldc = 1); packed: a_rs > 0
+  // reads A in place (rows a_rs apart, unit column stride) and stores its packed panel to
+  // KernelArgs::a_pack as it goes (the first call over each block of A; see packed_kernel.cpp)
   int64_t a_rs = 0, a_cs = 0, b_rs = 0, ldc = 0, ld_res = 0;
   int64_t accumulate = 0;  // packed: add C's partial sum (not the first K block)
   int64_t last = 1;        // packed: last K block, apply the epilogue
@@ -48,6 +50,9 @@ struct KernelDesc {
 // The packed kernel's K loop unroll; it prefetches one line from KernelArgs::b_next per unrolled
 // iteration.
 constexpr int kPackedUnrollK = 4;
+// The packed kernel's largest in-place row stride of A (KernelDesc::a_rs): its rows are
+// displacements of one base register.
+constexpr int64_t kPackedMaxARowStride = int64_t(1) << 24;
 
 // Every generated kernel is a KernelFn: fn(&args, a, b, c). The operand pointers come in
 // registers (rsi, rdx, rcx), so a small kernel's first loads do not wait on a store to `args`
@@ -64,6 +69,8 @@ struct KernelArgs {
   // packed: the next call's C tile (rows ldc_bytes apart), prefetched into L1 a row per 4
   // k-steps; nullptr (or any address: prefetches do not fault) where there is none.
   const float* c_next = nullptr;
+  // packed with a_rs > 0: where A's packed panel [kc][MR] goes.
+  float* a_pack = nullptr;
 };
 using KernelFn = void (*)(const KernelArgs* args, const float* a, const float* b, float* c);
 

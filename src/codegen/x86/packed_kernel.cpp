@@ -32,11 +32,15 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   const int nacc = mr * nv;
   KILN_CHECK(mr >= 1 && mr <= d.MR && d.cols >= 1 && d.cols <= d.NR) << d.name();
   KILN_CHECK(nacc + 4 <= v.num_regs() && nacc + nv + 1 <= v.num_regs()) << d.name();
+  KILN_CHECK(d.a_rs >= 0 && d.a_rs <= kPackedMaxARowStride) << d.name();
   // AVX-512: with one column vector the A element is a {1to16} operand of the FMA itself. With
   // two, a register broadcast loads it once instead of once per FMA (at 14 rows the embedded form
   // everywhere needs 30 loads per 28 FMAs and the loads bound the loop); the last row keeps the
   // embedded form (17 loads per 28 FMAs, under the FMA bound).
-  auto embed = [&](int i) { return avx512 && (nv == 1 || (nv == 2 && i == mr - 1)); };
+  // With a_rs (packs_a) every A element passes through a register on its way to the panel.
+  const bool packs_a = d.a_rs > 0;
+  auto embed = [&](int i) { return !packs_a && avx512 && (nv == 1 || (nv == 2 && i == mr - 1)); };
+  const ax::Gp apack = cbase;  // free until the epilogue loads the constant base
   const int nbc = nacc + nv + 2 <= v.num_regs() ? 2 : 1;
   auto acc = [&](int i, int j) { return v.vec(i * nv + j); };
   auto breg = [&](int j) { return v.vec(nacc + j); };
@@ -70,15 +74,19 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
       a.prefetcht0(ax::ptr(rb, int32_t((kBPrefetchSteps + u) * d.NR * 4) + line));
     for (int j = 0; j < nv; ++j) a.vmovups(breg(j), ax::ptr(rb, int32_t((u * d.NR + j * vl) * 4)));
     for (int i = 0; i < mr; ++i) {
-      ax::Mem ai = ax::dword_ptr(ra, int32_t((u * d.MR + i) * 4));
+      ax::Mem ai = ax::dword_ptr(ra, int32_t((packs_a ? u + i * d.a_rs : u * d.MR + i) * 4));
       if (embed(i)) {
         for (int j = 0; j < nv; ++j) a.vfmadd231ps(acc(i, j), breg(j), ai._1to16());
       } else {
         a.vbroadcastss(bc(i), ai);
+        if (packs_a) a.vmovss(ax::dword_ptr(apack, int32_t((u * d.MR + i) * 4)), bc(i).xmm());
         for (int j = 0; j < nv; ++j) a.vfmadd231ps(acc(i, j), breg(j), bc(i));
       }
     }
   };
+  // A's step per k: along its rows in place, else the packed panel's MR.
+  const int32_t a_step = int32_t((packs_a ? 1 : d.MR) * 4);
+  if (packs_a) a.mov(apack, ax::ptr(args, arg(offsetof(KernelArgs, a_pack))));
   asmjit::Label main_loop = a.newLabel(), rem_start = a.newLabel(), rem_loop = a.newLabel(),
                 done = a.newLabel();
   // The next B panel into L2, a line per unrolled iteration from KernelArgs::b_next (the driver
@@ -111,7 +119,8 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
     a.add(bias, ax::ptr(args, arg(offsetof(KernelArgs, ldc_bytes))));
     a.bind(not_yet);
   }
-  a.add(ra, int32_t(kUnroll * d.MR * 4));
+  a.add(ra, kUnroll * a_step);
+  if (packs_a) a.add(apack, int32_t(kUnroll * d.MR * 4));
   a.add(rb, int32_t(kUnroll * d.NR * 4));
   a.dec(cnt);
   a.jnz(main_loop);
@@ -121,7 +130,8 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   a.jz(done);
   a.bind(rem_loop);
   body(0);
-  a.add(ra, int32_t(d.MR * 4));
+  a.add(ra, a_step);
+  if (packs_a) a.add(apack, int32_t(d.MR * 4));
   a.add(rb, int32_t(d.NR * 4));
   a.dec(rem);
   a.jnz(rem_loop);
