@@ -260,16 +260,26 @@ TEST_CASE("x86 blocking: a short K runs row tile -> panel, matching the referenc
   }
 }
 
-TEST_CASE("x86 blocking: AVX-512 threads split M from four row tiles each where M is half of N",
-          "[x86][blocking][gemm]") {
-  // blocking.cpp, kSplitMMinRowsPerCol and kSplitMMinTiles.
+TEST_CASE(
+    "x86 blocking: AVX-512 threads split M from four row tiles each where M is half of N, N from "
+    "eight panels each where M <= N",
+    "[x86][blocking][gemm]") {
+  // blocking.cpp, kSplitMMinRowsPerCol, kSplitMMinTiles and kSplitNMinPanels.
   auto split = [](int64_t M, int64_t N, Isa isa, int threads) {
     const PackedBlocking b = packed_blocking(M, N, 256, isa, threads, false, kXeon.caches);
     return std::pair<int64_t, int64_t>(b.tm, b.tn);
   };
   using Split = std::pair<int64_t, int64_t>;
   CHECK(split(256, 256, Isa::avx512, 2) == Split(2, 1));
-  CHECK(split(256, 512, Isa::avx512, 2) == Split(2, 1));
+  CHECK(split(256, 480, Isa::avx512, 2) == Split(2, 1));  // 15 panels
+  // kSplitNMinPanels: from 8 panels a thread where M <= N, N (a thread's A packed by its first
+  // panel's kernels costs less than all of B).
+  CHECK(split(256, 512, Isa::avx512, 2) == Split(1, 2));
+  CHECK(split(512, 512, Isa::avx512, 2) == Split(1, 2));
+  CHECK(split(2048, 2048, Isa::avx512, 2) == Split(1, 2));
+  CHECK(split(513, 512, Isa::avx512, 2) == Split(2, 1));  // A bigger than B
+  CHECK(split(512, 512, Isa::avx512, 3) == Split(3, 1));  // 16 panels: under 8 a thread
+  CHECK(split(512, 512, Isa::avx2, 2) == Split(2, 1));    // AVX2: A packed by transposes
   CHECK(split(256, 513, Isa::avx512, 2) == Split(1, 2));  // M under half of N
   CHECK(split(112, 224, Isa::avx512, 2) == Split(2, 1));  // 8 row tiles: four a thread
   CHECK(split(98, 196, Isa::avx512, 2) == Split(1, 2));   // 7 row tiles
@@ -280,7 +290,9 @@ TEST_CASE("x86 blocking: AVX-512 threads split M from four row tiles each where 
   // Edge row tiles on one thread's share or both, 7 row tiles split over N; B transposed or
   // prepacked, every epilogue, on 2 and 3 threads (B over a fifth of the Xeon's L2, C too big for
   // direct_k: packed on either ISA).
-  const std::vector<Shape> shapes = {{130, 250, 500}, {250, 260, 500}, {98, 196, 700}};
+  // 300x520x300: 17 panels split over N on 2 threads (9 and 8), over M on 3.
+  const std::vector<Shape> shapes = {
+      {130, 250, 500}, {250, 260, 500}, {98, 196, 700}, {300, 520, 300}};
   int variant = 0;
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {

@@ -56,6 +56,15 @@ constexpr int64_t kRowsOuterMaxK = 128;
 // transposes): 0.96-1.02x (160x320x512, 180x256x800, 128x256x1024), not taken.
 constexpr int64_t kSplitMMinRowsPerCol = 2;
 constexpr int64_t kSplitMMinTiles = 4;
+// ... but split N where each thread gets kSplitNMinPanels column panels or more and A is no
+// bigger than B (M <= N): since the kernels over a block's first panel pack A as they read it
+// (gemm_driver.cpp, blk.a_rs) each thread's copy of A costs less than its copy of all of B, and
+// N's panels split evenly where 512^3's 37 row tiles do not. Intel Xeon, paired plans against the
+// split over M, 2 threads: 512^3 1.06-1.09x (four runs), 256x512x512 1.07x, 600x1024x512 1.07x,
+// 768^3 1.06x, 700x800x1000 1.06x, 448x2048x512 1.06x, 512x4096x512 1.05x, 1500x1500x256 1.03x,
+// 1024^3 1.01-1.02x, 2048^3 1.01-1.02x. With 8-10 panels a thread's share was too short:
+// 256^3 0.94-1.01x, 300x300x2048 0.96-0.98x; with A bigger than B, 2000x256x1000 0.96-0.98x.
+constexpr int64_t kSplitNMinPanels = 8;
 
 // K split (PackedBlocking::tk). Split over N, every task packs all of A, over all of K (split
 // over M, all of B); split over K, each packs its K blocks of A and of B. Fewer elements are
@@ -124,13 +133,14 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   b.npanels = ceil_div(N, b.NR);
   // Threads split M when every thread gets at least 16 row tiles (B, cheap to pack, is then
   // packed by each thread for itself), else N (A is then packed by each thread); on AVX-512 also
-  // from kSplitMMinTiles row tiles a thread where M is at least half of N (kSplitMMinRowsPerCol).
-  // Split N instead where M's tiles split unevenly (512^3: 37 row tiles, 19 and 18 a thread; N's
-  // 16 panels 8 and 8): 0.98-0.99x at 512^3, 0.99x at 1024^3, 1.01x at 768^3, 1.03x at 2048^3
-  // (Intel Xeon, paired plans, 2 threads); left as it is.
+  // from kSplitMMinTiles row tiles a thread where M is at least half of N (kSplitMMinRowsPerCol),
+  // but N from kSplitNMinPanels panels a thread where M <= N. (With A packed by gathers, N
+  // instead of M where M's tiles split unevenly was 0.98-0.99x at 512^3, 0.99x at 1024^3, 1.01x
+  // at 768^3, 1.03x at 2048^3.)
   b.tm = std::clamp<int64_t>(b.mtiles / 16, 1, T);
   if (isa == Isa::avx512 && M * kSplitMMinRowsPerCol >= N && b.mtiles >= kSplitMMinTiles * T)
     b.tm = T;
+  if (isa == Isa::avx512 && b.npanels >= kSplitNMinPanels * T && M <= N) b.tm = 1;
   while (T % b.tm) --b.tm;
   b.tn = std::clamp<int64_t>(T / b.tm, 1, b.npanels);
   // KC: 512, or 1024 when each task has at least 512 rows and L2 holds a 1024 x NR panel of B in
