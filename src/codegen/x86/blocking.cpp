@@ -60,10 +60,11 @@ constexpr int64_t kSplitMMinTiles = 4;
 // bigger than B (M <= N): since the kernels over a block's first panel pack A as they read it
 // (gemm_driver.cpp, blk.a_rs) each thread's copy of A costs less than its copy of all of B, and
 // N's panels split evenly where 512^3's 37 row tiles do not. Intel Xeon, paired plans against the
-// split over M, 2 threads: 512^3 1.06-1.09x (four runs), 256x512x512 1.07x, 600x1024x512 1.07x,
-// 768^3 1.06x, 700x800x1000 1.06x, 448x2048x512 1.06x, 512x4096x512 1.05x, 1500x1500x256 1.03x,
-// 1024^3 1.01-1.02x, 2048^3 1.01-1.02x. With 8-10 panels a thread's share was too short:
-// 256^3 0.94-1.01x, 300x300x2048 0.96-0.98x; with A bigger than B, 2000x256x1000 0.96-0.98x.
+// split over M (both packing A in the kernels), 2 threads, OMP_WAIT_POLICY=passive: 512^3
+// 1.01-1.02x, 768^3 1.01-1.02x, 2048^3 1.02x, 256x512x512 1.03x, 1024^3 0.99-1.01x, 600x1024x512
+// 1.00x, 448x2048x512 1.00x. Where the rule stops, in runs that favoured the split over N (oneDNN's
+// spinning threads ran before the other plan more often): 8-10 panels (256^3 0.94-1.01x,
+// 300x300x2048 0.96-0.98x) and A bigger than B (2000x256x1000 0.96-0.98x).
 constexpr int64_t kSplitNMinPanels = 8;
 
 // K split (PackedBlocking::tk). Split over N, every task packs all of A, over all of K (split

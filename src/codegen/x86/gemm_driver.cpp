@@ -481,13 +481,14 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   // place (s.blk.a_rs). Its 14-row panels are otherwise packed by gathers in a pass before them,
   // with A's rows from L3 (9.5 GB/s, a memcpy's rate on this host) and nothing to overlap: 7% of
   // a 512^3 profile on one thread. The packing calls store each element they broadcast
-  // (kern_packa). Intel Xeon, paired plans against the gathers, 2 threads: 512^3 1.09-1.11x,
-  // 256^3 1.14x, 517x333x701 1.11x, 1000x1000x128 1.07x, 1000x96x1000 1.07x, 420x300x300
-  // 1.06x, 384^3 1.06x, 300x200x500 1.05x, 2000x2000x64 1.05x, 64x2048x512 1.04x, 768^3 1.03x,
-  // 100x4096x4096 1.03x, 128x256x1024 1.02x, 1000^3 1.01x, 2048^3 1.01x, 128x4096x1024 1.01x,
-  // 1500^3 1.00x, 4000x4000x32 1.00x, 600x600x2048 0.99x; one thread 512^3 1.03x, 768^3 1.02x.
-  // Read in place by every call instead (no packing): 1000^3 0.91x, 2048^3 0.90x (its rows 8 KiB
-  // apart share an L1 set). AVX2 (6-row panels by register transposes): 0.98-1.05x, not taken.
+  // (kern_packa). Intel Xeon, paired plans against the gathers, 2 threads,
+  // OMP_WAIT_POLICY=passive: 1000x96x1000 1.09x, 517x333x701 1.09x, 300x200x500 1.08x, 1000^3
+  // 1.05x, 256^3 1.05x, 384^3 1.05x, 512^3 1.04x, 420x300x300 1.02x, 2048^3 1.02x, 600x600x2048
+  // 1.01x, 128x4096x1024, 100x4096x4096, 2000x2000x64 and 4000x4000x32 1.00x; one thread 512^3
+  // 1.03x, 768^3 1.02x. In runs that favoured the new plan (oneDNN's spinning threads ran before
+  // the other more often): A read in place by every call instead (no packing), 1000^3 0.91x and
+  // 2048^3 0.90x (its rows 8 KiB apart share an L1 set); AVX2 (6-row panels by register
+  // transposes) 0.98-1.05x, not taken.
   if (isa == Isa::avx512 && p.a.col_stride == 1 && p.a.row_stride > 0 &&
       p.a.row_stride <= kPackedMaxARowStride)
     s.blk.a_rs = p.a.row_stride;
