@@ -367,9 +367,12 @@ TEST_CASE("x86 blocking: AVX-512 kernels pack A over each block's first column p
       ++variant;
     }
   }
-  // A plan run on an A with other strides than its own (against GemmPlan::run's contract) packs
-  // A before its kernels instead of reading past A's rows.
+  // A plan run on an A with other strides than its own (against GemmPlan::run's contract) is an
+  // error, not a read past A's rows.
   auto plan = GemmPlan::make(padded.problem(), Isa::avx512, 2, false, kXeon.caches);
-  CHECK(worst_on_every_pool(*plan, row_major) <= 1.0);
-  CHECK(worst_on_every_pool(*plan, transposed) <= 1.0);
+  kiln::ThreadPool pool(2);
+  CHECK_THROWS_WITH(plan->run(row_major.problem(), pool), Catch::Contains("run on rows 512 apart"));
+  CHECK_THROWS_WITH(plan->run(transposed.problem(), pool), Catch::Contains("columns 512 apart"));
+  CHECK(row_major.max_violation() > 1.0);  // C still holds the sentinel: nothing computed
+  CHECK(worst_on_every_pool(*plan, padded) <= 1.0);
 }

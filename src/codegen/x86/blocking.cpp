@@ -45,8 +45,10 @@ constexpr int64_t kSomeRowsBlockCols = 256;
 constexpr int64_t kRowsOuterMaxK = 128;
 
 // AVX-512 splits M over the threads from kSplitMMinTiles row tiles a thread where M is at least
-// N / kSplitMMinRowsPerCol: its A is packed by 14-lane gathers, dearer per element than B's row
-// copies, and split over N each thread packs all of A. Intel Xeon, paired plans (two runs where
+// N / kSplitMMinRowsPerCol: its A was packed by 14-lane gathers, dearer per element than B's row
+// copies, and split over N each thread packs all of A. Measured with those gathers (before A was
+// packed in the kernels, gemm_driver.cpp's blk.a_rs; not measured again since but for
+// kSplitNMinPanels below). Intel Xeon, paired plans (two runs where
 // two figures), 2 threads, against the split over N: 256^3 1.17-1.19x, 300x200x500 1.12-1.17x,
 // 420x300x300 1.08-1.11x, 128x256x256 1.04-1.11x, 128x256x1024 1.07-1.09x, 126x200x500 1.07x,
 // 120x240x600 1.06x, 300x300x2048 1.07x, 384^3 1.04-1.07x, 384x768x512 1.02x,

@@ -564,9 +564,11 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
     bpacked = packed->data();
   }
   const int64_t ldr = p.epi.ld_residual;
-  // A packed by the kernels of the first panel over each block (blk.a_rs); a run whose A has
-  // other strides than the plan's packs it by pack_a_block.
-  const bool a_in_kernel = blk.a_rs > 0 && p.a.row_stride == blk.a_rs && p.a.col_stride == 1;
+  // A packed by the kernels of the first panel over each block (blk.a_rs, baked into them).
+  const bool a_in_kernel = blk.a_rs > 0;
+  KILN_CHECK(!a_in_kernel || (p.a.row_stride == blk.a_rs && p.a.col_stride == 1))
+      << "GemmPlan for A's rows " << blk.a_rs << " apart (unit columns) run on rows "
+      << p.a.row_stride << " apart, columns " << p.a.col_stride << " apart";
   // K split: task kt > 0 sums its K blocks into partial buffer kt - 1 (M x N, rows N apart).
   float* partials =
       tk > 1 ? thread_scratch(ScratchSlot::k_partial, size_t((tk - 1) * M * N)) : nullptr;

@@ -61,7 +61,7 @@ struct GemmPlan::Impl {
   PackedBlocking blk;
   const Kernel* kern[2][2][2][2] = {};  // [accumulate][last][m edge][n edge]
   // With blk.a_rs: the same kernels reading A in place and packing it on the way (the first
-  // column panel over each block of A; pack_a_block where the run's A has other strides).
+  // column panel over each block of A).
   const Kernel* kern_packa[2][2][2][2] = {};
 
   const Kernel* use(const KernelDesc& d) {
