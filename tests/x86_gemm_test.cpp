@@ -248,10 +248,92 @@ TEST_CASE("x86 gemm: skinny path over B's rows a page or more apart, in K blocks
     Case thirteen({13, 1024, 100}, Layout::row_major, Layout::row_major, EpiKind{}, 9399);
     CHECK(GemmPlan::make(thirteen.problem(), isa, 2)->kernels().at(0).name.rfind("packed_", 0) ==
           0);
-    // Rows under a page apart keep the long K blocks (512).
-    Case near({8, 1000, 1100}, Layout::row_major, Layout::row_major, EpiKind{}, 9398);
+    // Rows under a page apart keep the long K blocks (512) where C's rows take one row block
+    // (6 rows on either ISA; see the next test for more).
+    Case near({6, 1000, 1100}, Layout::row_major, Layout::row_major, EpiKind{}, 9398);
     const std::vector<int64_t> ks = k_blocks(*GemmPlan::make(near.problem(), isa, 2));
     CHECK(std::find(ks.begin(), ks.end(), 367) != ks.end());
+  }
+}
+
+TEST_CASE("x86 gemm: skinny kernels of several row blocks walk column tiles outer", "[x86][gemm]") {
+  // gemm_driver.cpp, kSkinnyColsOuterKBlock: where C's rows take several row blocks of the direct
+  // tiling (AVX-512: over 14 rows, AVX2: over 6) the skinny kernels walk column tiles outer
+  // ("_co"), and where the thread's columns of B are over a quarter of L2, K comes in blocks of
+  // at most 256 (rows a page apart keep their 32). Plans for a stated 2 MiB L2 on either ISA.
+  struct Plan {
+    bool cols_outer = true, any = false;
+    int64_t k_max = 0;
+  };
+  auto plan_of = [](Shape s, Isa isa) {
+    Case c(s, Layout::row_major, Layout::row_major, EpiKind{}, 9500);
+    Plan out;
+    for (const KernelInfo& k :
+         GemmPlan::make(c.problem(), isa, 2, false, CacheSizes{2 << 20})->kernels()) {
+      if (k.name.rfind("direct_", 0) != 0) continue;
+      out.any = true;
+      out.cols_outer &= k.name.find("_co") != std::string::npos;
+      out.k_max = std::max<int64_t>(out.k_max, std::stoll(k.name.substr(k.name.find('K') + 1)));
+    }
+    REQUIRE(out.any);  // the skinny path
+    return out;
+  };
+  Plan p = plan_of({16, 768, 3072}, Isa::avx512);
+  CHECK((p.cols_outer && p.k_max == 256));
+  p = plan_of({28, 768, 512}, Isa::avx512);
+  CHECK((p.cols_outer && p.k_max == 256));
+  p = plan_of({24, 300, 300}, Isa::avx512);  // B in L2: one K block
+  CHECK((p.cols_outer && p.k_max == 300));
+  p = plan_of({14, 768, 3072}, Isa::avx512);  // one block of 14 x 2
+  CHECK((!p.cols_outer && p.k_max == 512));
+  p = plan_of({8, 1000, 1100}, Isa::avx2);
+  CHECK((p.cols_outer && p.k_max == 220));
+  p = plan_of({6, 1000, 1100}, Isa::avx2);
+  CHECK((!p.cols_outer && p.k_max == 367));
+  p = plan_of({12, 2048, 600}, Isa::avx2);  // B's rows a page apart
+  CHECK((p.cols_outer && p.k_max <= 32));
+
+  // Results: full column tiles only, an edge tile only, both; one, two and several K blocks;
+  // B padded and reversed; every epilogue kind; 1-3 threads and inline.
+  const std::vector<Shape> shapes = {{16, 768, 600}, {28, 700, 300},  {17, 1000, 1100},
+                                     {30, 512, 130}, {20, 300, 1000}, {32, 333, 257},
+                                     {15, 640, 33},  {9, 900, 700},   {12, 1100, 90}};
+  const Layout layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const Shape& s : shapes) {
+      if (isa == Isa::avx2 && s.M > 16) continue;  // packed there
+      const Layout lb = layouts[variant % 3];
+      const EpiKind e = kEpilogueCycle[variant % 4];
+      INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " B " << layout_name(lb)
+                         << " epilogue " << variant % 4);
+      Case c(s, variant % 2 ? Layout::padded : Layout::row_major, lb, e, uint32_t(9600 + variant));
+      auto plan = GemmPlan::make(c.problem(), isa, 2);
+      bool cols_outer = false;
+      for (const KernelInfo& k : plan->kernels())
+        cols_outer |= k.name.rfind("direct_", 0) == 0 && k.name.find("_co") != std::string::npos;
+      CHECK(cols_outer == (s.M > (isa == Isa::avx512 ? 14 : 6)));
+      const GemmStats before = stats();
+      CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+      CHECK(stats().skinny_calls > before.skinny_calls);
+      ++variant;
+    }
+    // A last chunk narrower than one column tile (an edge tile only): planned for 4 threads,
+    // 20x810: three chunks of 256 and one of 42 (AVX-512: 9 x 3 tiles of 48 columns); 16x204:
+    // three of 64 and one of 12 (AVX2: 6 x 2 tiles of 16).
+    const Shape narrow = isa == Isa::avx512 ? Shape{20, 810, 300} : Shape{16, 204, 600};
+    INFO(isa_name(isa) << " " << narrow.M << "x" << narrow.N << "x" << narrow.K);
+    Case c(narrow, Layout::row_major, Layout::padded, kEpilogueCycle[1], 9699);
+    auto plan = GemmPlan::make(c.problem(), isa, 4, false, CacheSizes{2 << 20});
+    int last_chunk_kernels = 0;
+    for (const KernelInfo& k : plan->kernels())
+      last_chunk_kernels +=
+          k.name.find(isa == Isa::avx512 ? "N42K" : "N12K") != std::string::npos &&
+          k.name.find("_co") != std::string::npos;
+    CHECK(last_chunk_kernels > 0);
+    const GemmStats before = stats();
+    CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+    CHECK(stats().skinny_calls > before.skinny_calls);
   }
 }
 

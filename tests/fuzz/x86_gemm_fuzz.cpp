@@ -538,13 +538,15 @@ PlanInfo describe(const GemmPlan& plan) {
   info.path = path_name(s.path);
   std::ostringstream d;
   auto tag = [&](const std::string& t) { info.tags.push_back(info.path + ":" + t); };
-  bool any_cap = false, any_pf = false;
+  bool any_cap = false, any_pf = false, any_cols_outer = false;
   for (const Kernel* k : s.used) {
     any_cap |= k->desc.rows_cap != 0;
     any_pf |= k->desc.b_prefetch != 0;
+    any_cols_outer |= k->desc.cols_outer != 0;
   }
   if (any_cap) tag("rows_cap");
   if (any_pf) tag("b_prefetch");
+  if (any_cols_outer) tag("cols_outer");
   switch (s.path) {
     case Path::empty:
       break;

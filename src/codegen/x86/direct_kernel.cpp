@@ -2,13 +2,15 @@
 // A elements are broadcast straight from the caller's matrix, B rows (unit column stride) are
 // loaded straight from memory, and the epilogue is applied before the only store of C.
 // Loops: row blocks (at most two heights, balanced), column tiles (full tiles in a loop, one masked
-// edge tile), K (fully unrolled up to 16, else 4x unrolled with an unrolled remainder).
+// edge tile), K (fully unrolled up to 16, else 4x unrolled with an unrolled remainder); with
+// KernelDesc::cols_outer (the skinny path's kernels of several row blocks) column tiles outer.
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace kiln::x86 {
@@ -203,20 +205,57 @@ void DirectGen::emit() {
   const int64_t hi = (M + blocks - 1) / blocks;
   const int64_t n_hi = M - blocks * (hi - 1);
   const struct { int64_t rows, count; } groups[2] = {{hi, n_hi}, {hi - 1, blocks - n_hi}};
-  for (const auto& g : groups) {
-    if (g.count == 0 || g.rows == 0) continue;
-    asmjit::Label loop = a_.newLabel();
-    if (g.count > 1) {
-      a_.mov(icnt_, g.count);
-      a_.bind(loop);
+  const bool residual = d_.has_residual && d_.last;
+  // Every row block over the column tiles [col_, ...) that emit_tiles emits, one block after
+  // another (A, C and the residual at the next block's rows after each).
+  auto row_blocks = [&](const std::function<void(int)>& emit_tiles) {
+    for (const auto& g : groups) {
+      if (g.count == 0 || g.rows == 0) continue;
+      asmjit::Label loop = a_.newLabel();
+      if (g.count > 1) {
+        a_.mov(icnt_, g.count);
+        a_.bind(loop);
+      }
+      emit_tiles(int(g.rows));
+      a_.add(ai_, int32_t(g.rows * d_.a_rs * 4));
+      a_.add(ci_, int32_t(g.rows * d_.ldc * 4));
+      if (residual) a_.add(ri_, int32_t(g.rows * d_.ld_res * 4));
+      if (g.count > 1) {
+        a_.dec(icnt_);
+        a_.jnz(loop);
+      }
     }
-    row_block(int(g.rows), tiling.vectors);
-    a_.add(ai_, int32_t(g.rows * d_.a_rs * 4));
-    a_.add(ci_, int32_t(g.rows * d_.ldc * 4));
-    if (d_.has_residual && d_.last) a_.add(ri_, int32_t(g.rows * d_.ld_res * 4));
-    if (g.count > 1) {
-      a_.dec(icnt_);
-      a_.jnz(loop);
+  };
+  if (!d_.cols_outer || blocks == 1) {
+    row_blocks([&](int rows) { row_block(rows, tiling.vectors); });
+  } else {
+    // Column tiles outer: every row block passes over one column tile of B (K x W) before the
+    // next, so the blocks after the first find it in L1 or L2, where row blocks outer pass over
+    // all of B's columns each (from L2 or L3; see the skinny path).
+    const int64_t W = int64_t(tiling.vectors) * vl_;
+    const int64_t nfull = d_.cols / W, rest = d_.cols % W;
+    auto back_to_first_row = [&] {
+      a_.sub(ai_, int32_t(M * d_.a_rs * 4));
+      a_.sub(ci_, int32_t(M * d_.ldc * 4));
+      if (residual) a_.sub(ri_, int32_t(M * d_.ld_res * 4));
+    };
+    a_.xor_(col_.r32(), col_.r32());
+    if (nfull > 0) {
+      asmjit::Label loop = a_.newLabel();
+      a_.bind(loop);
+      row_blocks([&](int rows) { tile(rows, tiling.vectors, vl_); });
+      if (nfull > 1 || rest > 0) {
+        back_to_first_row();
+        a_.add(col_, int32_t(W * 4));
+      }
+      if (nfull > 1) {
+        a_.cmp(col_, int32_t(nfull * W * 4));
+        a_.jne(loop);
+      }
+    }
+    if (rest > 0) {
+      const int nv = int((rest + vl_ - 1) / vl_);
+      row_blocks([&](int rows) { tile(rows, nv, int(rest - (nv - 1) * vl_)); });
     }
   }
   a_.pop(ax::r13);

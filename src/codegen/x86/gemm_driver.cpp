@@ -89,6 +89,20 @@ constexpr int64_t kSkinnyMaxRowBytes = 4096;
 // floats longer (its rows in different L1 sets) changed nothing (0.95-1.07x). Not taken.
 constexpr int64_t kSkinnyPageApartRows = 12;
 constexpr int64_t kSkinnyPageApartKBlock = 32;
+// Where C's rows take several row blocks of the direct tiling (AVX-512: over 14 rows, in 6 x 4
+// tiles; AVX2: over 6), the skinny kernels walk column tiles outer, every row block over one
+// tile's rows of B before the next tile (KernelDesc::cols_outer), where row blocks outer each
+// walked all of the chunk's columns (768 KiB at 384 columns x 512 rows) from L2 or L3; and where
+// the thread's columns of B are out of L2 (over a quarter of it, as for the prefetch below) K
+// comes in blocks of kSkinnyColsOuterKBlock (a 64-column tile of B 64 KiB). The sums and their
+// order are the same. Intel Xeon, paired plans against row blocks outer in blocks of 512, 2
+// threads: 16x768x3072 1.13-1.14x, 28x768x3072 1.09x, 32x768x768 1.01-1.02x, 24x512x512 1.03x,
+// 28x768x512 0.99x, B in L2 (24x300x300, 32x512x512, 20x256x256, 32x1000x300, 16x333x200,
+// 30x300x150) 0.99-1.01x; one thread 20x1000x1000 1.59x, 28x768x3072 1.31x, 16x768x768 1.11x,
+// 28x768x512 1.08x, 32x512x512 0.98x; KILN_ISA=avx2 8x1000x1000 1.07x, 16x1000x1000 1.05x,
+// 12x2048x2048 1.05x (B's rows a page apart), 10x4096x1024 1.04x, 16x768x3072 1.01x. Blocks of
+// 128 instead: 1.09-1.20x where K is long but 0.93-0.95x at 28x768x512 and 32x768x768.
+constexpr int64_t kSkinnyColsOuterKBlock = 256;
 // The skinny kernels prefetch B kSkinnyPrefetchRows rows ahead when B's rows are at least
 // kSkinnyPrefetchMinRowBytes apart (each k-step a new line, past the L1 stride prefetcher's
 // reach) and each thread's columns of B are over a quarter of L2 (so they come from L3 or
@@ -411,14 +425,16 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     const int64_t want = std::max<int64_t>(1, std::min<int64_t>(T, ceil_div(p.N, 4 * tile_w)));
     s.chunk = round_up(ceil_div(p.N, want), tile_w);
     s.nchunks = ceil_div(p.N, s.chunk);
-    s.nkb = std::max<int64_t>(
-        1, ceil_div(p.K, b_rows_page_apart ? kSkinnyPageApartKBlock : kSkinnyKBlock));
+    const bool b_out_of_l2 = p.K * s.chunk * 4 > caches.l2_bytes / 4;
+    const bool cols_outer = tiling.rows_max < p.M;
+    s.nkb = std::max<int64_t>(1, ceil_div(p.K, b_rows_page_apart           ? kSkinnyPageApartKBlock
+                                               : cols_outer && b_out_of_l2 ? kSkinnyColsOuterKBlock
+                                                                           : kSkinnyKBlock));
     s.kb = std::max<int64_t>(1, ceil_div(p.K, s.nkb));  // K = 0: one empty block
     s.nkb = std::max<int64_t>(1, ceil_div(p.K, s.kb));
     const int64_t last_chunk = p.N - (s.nchunks - 1) * s.chunk;
     const int64_t last_kb = p.K - (s.nkb - 1) * s.kb;
-    const bool prefetch = std::abs(p.b.row_stride) * 4 >= kSkinnyPrefetchMinRowBytes &&
-                          p.K * s.chunk * 4 > caches.l2_bytes / 4;
+    const bool prefetch = std::abs(p.b.row_stride) * 4 >= kSkinnyPrefetchMinRowBytes && b_out_of_l2;
     for (int lc = 0; lc < 2; ++lc) {
       if (lc == 0 && s.nchunks == 1) continue;
       for (int kind = 0; kind < 4; ++kind) {  // first, middle, last, only
@@ -428,6 +444,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
         d.accumulate = kind == 1 || kind == 2;
         d.last = kind >= 2;
         d.b_prefetch = prefetch ? kSkinnyPrefetchRows : 0;
+        d.cols_outer = cols_outer && direct_tiling(isa == Isa::avx512, p.M, d.cols).rows_max < p.M;
         if (!d.last) d.has_bias = d.has_scale = d.act = d.has_residual = d.ld_res = 0;
         s.skinny[lc][kind] = s.use(d);
       }

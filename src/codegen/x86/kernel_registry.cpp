@@ -73,6 +73,7 @@ std::string KernelDesc::name() const {
          "_b" + num(b_rs) + "_c" + num(ldc);
     if (b_prefetch) s += "_pf" + num(b_prefetch);
     if (rows_cap) s += "_r" + num(rows_cap);
+    if (cols_outer) s += "_co";
     if (accumulate) s += "_acc";
   }
   if (last) {
@@ -114,7 +115,8 @@ struct DescHash {
 //   address) | code (with those bytes zero)
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
-constexpr uint64_t kBlobVersion = 8;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap
+constexpr uint64_t kBlobVersion = 9;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
+                                      // 9: cols_outer
 constexpr uint64_t kMaxRelocs = 64;   // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB
@@ -218,10 +220,11 @@ std::string canonical_text(const KernelDesc& d) {
   f("bias_bcast", d.bias_bcast);
   f("b_prefetch", d.b_prefetch);
   f("rows_cap", d.rows_cap);
+  f("cols_outer", d.cols_outer);
   return s;
 }
 // A field added to KernelDesc must be added to canonical_text() (and bumps kBlobVersion).
-static_assert(sizeof(KernelDesc) == 21 * sizeof(int64_t));
+static_assert(sizeof(KernelDesc) == 22 * sizeof(int64_t));
 
 cache::CacheKey blob_key(const KernelDesc& d) {
   char cpu[32];

@@ -40,6 +40,7 @@ struct KernelDesc {
   int64_t bias_bcast = 0;  // dot: one bias value (bias[0]) for every output (N = 1)
   int64_t b_prefetch = 0;  // direct: B rows ahead prefetched into L1 in the K loop (0: none)
   int64_t rows_cap = 0;    // direct: at most this many rows per block (0: the tiling's own)
+  int64_t cols_outer = 0;  // direct: column tiles outer, row blocks inner (see direct_kernel.cpp)
 
   bool operator==(const KernelDesc& o) const;
   // Any of bias, scale, activation or residual.
