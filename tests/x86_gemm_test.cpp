@@ -293,8 +293,9 @@ TEST_CASE("x86 gemm: skinny kernels of several row blocks walk column tiles oute
   p = plan_of({12, 2048, 600}, Isa::avx2);  // B's rows a page apart
   CHECK((p.cols_outer && p.k_max <= 32));
 
-  // Results: full column tiles only, an edge tile only, both; one, two and several K blocks;
-  // B padded and reversed; every epilogue kind; 1-3 threads and inline.
+  // Results: full column tiles only, and full tiles and an edge tile (an edge tile only below);
+  // one, two and several K blocks; B padded and reversed; every epilogue kind; 1-3 threads and
+  // inline.
   const std::vector<Shape> shapes = {{16, 768, 600}, {28, 700, 300},  {17, 1000, 1100},
                                      {30, 512, 130}, {20, 300, 1000}, {32, 333, 257},
                                      {15, 640, 33},  {9, 900, 700},   {12, 1100, 90}};
