@@ -47,8 +47,12 @@ constexpr int64_t kRowsOuterMaxK = 128;
 // AVX-512 splits M over the threads from kSplitMMinTiles row tiles a thread where M is at least
 // N / kSplitMMinRowsPerCol: its A was packed by 14-lane gathers, dearer per element than B's row
 // copies, and split over N each thread packs all of A. Measured with those gathers (before A was
-// packed in the kernels, gemm_driver.cpp's blk.a_rs; not measured again since but for
-// kSplitNMinPanels below). Intel Xeon, paired plans (two runs where
+// packed in the kernels, gemm_driver.cpp's blk.a_rs); measured again with A packed in the kernels
+// (paired, passive OpenMP, time of the split over M against over N): 300x200x500 0.86-0.91x,
+// 200x200x1000 0.91-0.92x, 400x300x500 0.93-0.94x, 350x350x350 0.93-0.95x, 128x256x1024
+// 0.94-0.96x, 420x300x300 0.96-0.99x, 300x300x2048 0.98x, 200x400x400 0.99-1.00x, and at the
+// rule's edge (M = N / 2) 150x300x500 1.06-1.11x: the rule stands. With the gathers: Intel Xeon,
+// paired plans (two runs where
 // two figures), 2 threads, against the split over N: 256^3 1.17-1.19x, 300x200x500 1.12-1.17x,
 // 420x300x300 1.08-1.11x, 128x256x256 1.04-1.11x, 128x256x1024 1.07-1.09x, 126x200x500 1.07x,
 // 120x240x600 1.06x, 300x300x2048 1.07x, 384^3 1.04-1.07x, 384x768x512 1.02x,

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <functional>
 #include <vector>
 
 namespace kiln::x86 {
@@ -208,7 +207,7 @@ void DirectGen::emit() {
   const bool residual = d_.has_residual && d_.last;
   // Every row block over the column tiles [col_, ...) that emit_tiles emits, one block after
   // another (A, C and the residual at the next block's rows after each).
-  auto row_blocks = [&](const std::function<void(int)>& emit_tiles) {
+  auto row_blocks = [&](auto&& emit_tiles) {
     for (const auto& g : groups) {
       if (g.count == 0 || g.rows == 0) continue;
       asmjit::Label loop = a_.newLabel();

@@ -15,10 +15,10 @@ namespace {
 // One full 14-row panel of a row-major A (AVX-512; only reached through the AVX-512 kernel's
 // MR = 14): for each k, a 14-lane gather down the column, stored as the panel's row k. The packed
 // path packs an A whose rows go forward in its kernels instead (gemm_driver.cpp, blk.a_rs): this
-// serves rows 0 or backwards apart (a broadcast or reversed view). A 16x16
-// register transpose (14 row loads, 64 shuffles and 16 stores per 16 columns) ran at 0.80-0.92x
-// of the gathers on an Intel Xeon (paired, blocks of 252x500, 256x256, 1000x1000 and 2048x2048;
-// 1.16x only on a 100x37 block): its shuffles all issue on one port.
+// serves rows 0 or backwards apart (a broadcast or reversed view). A 16x16 register transpose
+// (14 row loads, 64 shuffles and 16 stores per 16 columns) ran at 0.80-0.92x of the gathers on an
+// Intel Xeon (paired, blocks of 252x500, 256x256, 1000x1000 and 2048x2048; 1.16x only on a 100x37
+// block): its shuffles all issue on one port.
 __attribute__((target("avx512f"))) void pack_a_panel14_gather(const float* base, int64_t rs,
                                                               int64_t kc, float* d) {
   alignas(64) int32_t offs[16] = {};
