@@ -1,6 +1,8 @@
 // Limits measured in-process: FMA peak and STREAM triad, on pinned threads.
 #include "limits.h"
 
+#include "jit/device.h"
+
 #include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
@@ -213,14 +215,22 @@ __attribute__((noinline, optimize("O3", "tree-vectorize"))) void triad_f32(
 }
 
 std::string machine_line() {
+  // Sessions have run on more than one kind of host under one brand string ("Intel(R) Xeon(R)
+  // Processor"): the family, model and caches tell the tables of different CPUs apart.
   std::ifstream f("/proc/cpuinfo");
-  std::string line, model = "unknown CPU";
-  while (std::getline(f, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
+  std::string line, model = "unknown CPU", family_model;
+  auto value = [&] { return line.substr(line.find(':') + 2); };
+  while (std::getline(f, line) && !line.empty()) {
+    if (line.rfind("model name", 0) == 0)
+      model = value();
+    else if (line.rfind("cpu family", 0) == 0)
+      family_model = "family " + value() + family_model;
+    else if (line.rfind("model\t", 0) == 0)
+      family_model += " model " + value();
+    else if (line.rfind("stepping", 0) == 0)
+      family_model += " stepping " + value();
   }
+  if (!family_model.empty()) model += " (" + family_model + ")";
   std::string isa;
   auto add = [&](bool has, const char* feat) {
     if (has) isa += std::string(isa.empty() ? "" : " ") + feat;
@@ -230,7 +240,14 @@ std::string machine_line() {
   add(__builtin_cpu_supports("avx512f"), "avx512f");
   add(__builtin_cpu_supports("avx512bw"), "avx512bw");
   add(__builtin_cpu_supports("avx512vl"), "avx512vl");
-  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs, " + isa;
+  const kiln::CpuInfo& cpu = kiln::cpu_info();
+  char caches[160];
+  std::snprintf(caches, sizeof caches, "L1d %lld KiB %lld-way, L2 %lld KiB, L3 %lld MiB",
+                static_cast<long long>(cpu.l1d_bytes >> 10), static_cast<long long>(cpu.l1d_ways),
+                static_cast<long long>(cpu.l2_bytes >> 10),
+                static_cast<long long>(cpu.l3_bytes >> 20));
+  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs, " + isa +
+         "; " + caches;
 }
 
 double fma_peak_gflops(int threads, double seconds) {

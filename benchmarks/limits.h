@@ -32,7 +32,8 @@ double stream_triad_gbs(int threads, size_t elements_per_array = size_t(1) << 23
 // fusion_bench, which run it on their own thread teams.
 void triad_f32(float* a, const float* b, const float* c, float s, std::ptrdiff_t n);
 
-// "model name" and the ISA flags that matter here, for the header line.
+// "model name" with family, model and stepping, the ISA flags that matter here and the caches
+// kiln detected, for the header line.
 std::string machine_line();
 
 }  // namespace kiln::bench
