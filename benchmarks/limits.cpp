@@ -224,7 +224,7 @@ std::string machine_line() {
     if (line.rfind("model name", 0) == 0)
       model = value();
     else if (line.rfind("cpu family", 0) == 0)
-      family_model = "family " + value() + family_model;
+      family_model += "family " + value();
     else if (line.rfind("model\t", 0) == 0)
       family_model += " model " + value();
     else if (line.rfind("stepping", 0) == 0)
@@ -242,8 +242,9 @@ std::string machine_line() {
   add(__builtin_cpu_supports("avx512vl"), "avx512vl");
   const kiln::CpuInfo& cpu = kiln::cpu_info();
   char caches[160];
-  std::snprintf(caches, sizeof caches, "L1d %lld KiB %lld-way, L2 %lld KiB, L3 %lld MiB",
-                static_cast<long long>(cpu.l1d_bytes >> 10), static_cast<long long>(cpu.l1d_ways),
+  const std::string ways = cpu.l1d_ways > 0 ? " " + std::to_string(cpu.l1d_ways) + "-way" : "";
+  std::snprintf(caches, sizeof caches, "L1d %lld KiB%s, L2 %lld KiB, L3 %lld MiB",
+                static_cast<long long>(cpu.l1d_bytes >> 10), ways.c_str(),
                 static_cast<long long>(cpu.l2_bytes >> 10),
                 static_cast<long long>(cpu.l3_bytes >> 20));
   return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs, " + isa +
