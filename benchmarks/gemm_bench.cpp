@@ -71,8 +71,8 @@ const std::vector<Shape> kMoreShapes = {
     {"64x48x4096", 64, 48, 4096, false},
     {"128x128x4096", 128, 128, 4096, false},
     // Layers of a BERT-base-sized model (hidden 768, feed-forward 3072) at small batches, with B
-    // read per call (the JIT packs a constant weight once instead): kiln trails oneDNN on some of
-    // these (RESULTS.md, thirteenth session).
+    // read per call (the JIT packs a constant weight once instead): kiln trailed oneDNN on some of
+    // these before the skinny path walked column tiles outer (RESULTS.md, thirteenth session).
     {"8x768x3072", 8, 768, 3072, false},
     {"28x768x3072", 28, 768, 3072, false},
     {"32x768x768", 32, 768, 768, false},
