@@ -15,6 +15,8 @@
 //           packs privately, with no barriers: B per KC x NC block read row by row into [kc][NR]
 //           panels (or taken from a PackedB), A per MC x KC block; then the microkernel over
 //           (B panel, A micro-panel) pairs, the B panel staying in L1/L2 across the A panels.
+//           A thread whose tasks are done runs column panels of the blocks still in progress,
+//           from their owners' packed A and B (panel_share.h).
 //           With small M and N and a long K the tasks split K instead (blocking.cpp's cost
 //           model; the sums as direct_k's, k_split.cpp).
 // A GemmPlan resolves the path, blocking and every kernel once; run() only does pointer math.
@@ -25,6 +27,7 @@
 #include "codegen/x86/generators.h"
 #include "codegen/x86/kernel_registry.h"
 #include "codegen/x86/pack.h"
+#include "codegen/x86/panel_share.h"
 #include "jit/thread_pool.h"
 #include "support/check.h"
 #include "support/thread_counters.h"
@@ -32,8 +35,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -262,6 +267,25 @@ int64_t direct_rows_cap(const GemmProblem& p, Isa isa, const CacheSizes& caches)
   }
   return 0;
 }
+
+namespace {
+
+// One block's panels in the packed path, as another thread runs them (panel_share.h): columns
+// [jc, jc_end) in panels, rows [i0, i0 + mc), K block pc (k0, kc) with A's block packed at a and
+// B's at b (nullptr: a PackedB), into c (rows ldc apart); acc: add to C, last: the last K block.
+struct SharedPanels {
+  int64_t jc = 0, jc_end = 0, pc = 0, i0 = 0, mc = 0, k0 = 0, kc = 0, ldc = 0;
+  float* a = nullptr;  // written only by the owner's first panel (a_in_kernel)
+  const float* b = nullptr;
+  float* c = nullptr;
+  int acc = 0, last = 0;
+};
+
+// How long a thread with no task left waits for a panel to claim before it leaves: about the
+// time an owner takes to pack its next block of B (128x4096x1024: 60-120 us).
+constexpr std::chrono::nanoseconds kHelpPatience = std::chrono::microseconds{300};
+
+}  // namespace
 
 void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
   if (pool && n > 1)
@@ -589,7 +613,13 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
   // K split: task kt > 0 sums its K blocks into partial buffer kt - 1 (M x N, rows N apart).
   float* partials =
       tk > 1 ? thread_scratch(ScratchSlot::k_partial, size_t((tk - 1) * M * N)) : nullptr;
-  parallel(pool, tm * tn * tk, [&](int64_t begin, int64_t end) {
+  const int64_t ntasks = tm * tn * tk;
+  // Panels shared with threads whose tasks are done (panel_share.h); not where row tiles run
+  // outermost (each panel's calls then spread over the whole block).
+  std::unique_ptr<PanelShare<SharedPanels>[]> shares;
+  if (pool && pool->num_threads() > 1 && ntasks > 1 && !blk.rows_outer)
+    shares = std::make_unique<PanelShare<SharedPanels>[]>(size_t(ntasks));
+  parallel(pool, ntasks, [&](int64_t begin, int64_t end) {
     float* abuf = thread_scratch(ScratchSlot::a_block, size_t(std::max<int64_t>(MC * KC, 1)));
     float* bbuf = bpacked ? nullptr
                           : thread_scratch(ScratchSlot::b_packed,
@@ -600,55 +630,75 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
     // The task's C (p.c, or its partial buffer) and its first K block.
     float* c = p.c;
     int64_t ldc = p.ldc, pc_first = 0;
+    PanelShare<SharedPanels>* share = nullptr;  // the task's, when shared
+    auto panel = [&](const SharedPanels& s, int64_t q) {
+      return bpacked ? bpacked + q * K * NR + s.pc * KC * NR : s.b + (q - s.jc) * s.kc * NR;
+    };
+    auto tile = [&](const SharedPanels& s, int64_t ir, int64_t jp) {
+      return s.c + (s.i0 + ir) * s.ldc + jp * NR;
+    };
+    // The kernel over row tile ir and panel jp of s, told the next call's B stretch and C tile;
+    // a_fresh: the call packs A's micro-panel (the first panel of a block, a_in_kernel).
+    auto call = [&](const SharedPanels& s, int64_t ir, int64_t jp, const float* b_next,
+                    const float* c_next, bool a_fresh) {
+      const int64_t j0 = jp * NR;
+      args.kc = s.kc;
+      args.ldc_bytes = s.ldc * 4;
+      args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
+      args.residual = p.epi.residual ? p.epi.residual + (s.i0 + ir) * ldr + j0 : nullptr;
+      args.b_next = b_next;
+      args.c_next = c_next;
+      const int me = s.mc - ir < MR, ne = N - j0 < NR;
+      if (a_fresh) {
+        args.a_pack = s.a + ir * s.kc;
+        kern_packa[s.acc][s.last][me][ne]->fn(&args, p.a.data + (s.i0 + ir) * blk.a_rs + s.k0,
+                                              panel(s, jp), tile(s, ir, jp));
+        return;
+      }
+      kern[s.acc][s.last][me][ne]->fn(&args, s.a + ir * s.kc, panel(s, jp), tile(s, ir, jp));
+    };
+    // Panel jp of s over all its row tiles. Micro-panel ir prefetches the ir-th stretch (one line
+    // per unrolled K iteration) of the next panel; stretches past its end only touch memory that
+    // is never read.
+    auto run_panel = [&](const SharedPanels& s, int64_t jp, bool a_fresh) {
+      const float* next = panel(s, jp + 1 < s.jc_end ? jp + 1 : jp);
+      for (int64_t ir = 0; ir < s.mc; ir += MR)
+        call(s, ir, jp, next + (ir / MR) * (s.kc / kPackedUnrollK) * kFloatsPerLine,
+             ir + MR < s.mc      ? tile(s, ir + MR, jp)
+             : jp + 1 < s.jc_end ? tile(s, 0, jp + 1)
+                                 : tile(s, ir, jp),
+             a_fresh);
+    };
     // Kernels over column panels [jc, jc_end) and rows [i0, i0 + mc) for K block pc, with A's
     // block packed in abuf and B's in bbuf (or the PackedB): panel -> row tile, or row tile ->
     // panel (blk.rows_outer). Each call is told the next one's C tile (its own after the last).
     // a_fresh: A's block is not packed yet (a_in_kernel): the calls over the first panel pack it.
     auto compute = [&](int64_t jc, int64_t jc_end, int64_t pc, int64_t i0, int64_t mc,
                        bool a_fresh) {
-      const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
-      const int acc = pc > pc_first, last = tk == 1 && pc == npc - 1;
-      args.kc = kc;
-      args.ldc_bytes = ldc * 4;
-      auto panel = [&](int64_t q) {
-        return bpacked ? bpacked + q * K * NR + k0 * NR : bbuf + (q - jc) * kc * NR;
-      };
-      auto tile = [&](int64_t ir, int64_t jp) { return c + (i0 + ir) * ldc + jp * NR; };
-      auto call = [&](int64_t ir, int64_t jp, const float* b_next, const float* c_next) {
-        const int64_t j0 = jp * NR;
-        args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
-        args.residual = p.epi.residual ? p.epi.residual + (i0 + ir) * ldr + j0 : nullptr;
-        args.b_next = b_next;
-        args.c_next = c_next;
-        const int me = mc - ir < MR, ne = N - j0 < NR;
-        if (a_fresh && jp == jc) {
-          args.a_pack = abuf + ir * kc;
-          kern_packa[acc][last][me][ne]->fn(&args, p.a.data + (i0 + ir) * blk.a_rs + k0, panel(jp),
-                                            tile(ir, jp));
-          return;
-        }
-        kern[acc][last][me][ne]->fn(&args, abuf + ir * kc, panel(jp), tile(ir, jp));
-      };
+      SharedPanels s;
+      s.jc = jc, s.jc_end = jc_end, s.pc = pc, s.i0 = i0, s.mc = mc;
+      s.k0 = pc * KC, s.kc = std::max<int64_t>(0, std::min(KC, K - s.k0));
+      s.a = abuf, s.b = bbuf, s.c = c, s.ldc = ldc;
+      s.acc = pc > pc_first, s.last = tk == 1 && pc == npc - 1;
       if (blk.rows_outer) {
         // After the first row tile B's block is in L2 (or L1) for the others.
         for (int64_t ir = 0; ir < mc; ir += MR)
           for (int64_t jp = jc; jp < jc_end; ++jp)
-            call(ir, jp, panel(jp + 1 < jc_end ? jp + 1 : jc),
-                 jp + 1 < jc_end ? tile(ir, jp + 1)
-                 : ir + MR < mc  ? tile(ir + MR, jc)
-                                 : tile(ir, jp));
+            call(s, ir, jp, panel(s, jp + 1 < jc_end ? jp + 1 : jc),
+                 jp + 1 < jc_end ? tile(s, ir, jp + 1)
+                 : ir + MR < mc  ? tile(s, ir + MR, jc)
+                                 : tile(s, ir, jp),
+                 a_fresh && jp == jc);
         return;
       }
-      for (int64_t jp = jc; jp < jc_end; ++jp) {
-        // Micro-panel ir prefetches the ir-th stretch (one line per unrolled K iteration) of the
-        // next panel; stretches past its end only touch memory that is never read.
-        const float* next = panel(jp + 1 < jc_end ? jp + 1 : jp);
-        for (int64_t ir = 0; ir < mc; ir += MR)
-          call(ir, jp, next + (ir / MR) * (kc / kPackedUnrollK) * kFloatsPerLine,
-               ir + MR < mc      ? tile(ir + MR, jp)
-               : jp + 1 < jc_end ? tile(0, jp + 1)
-                                 : tile(ir, jp));
+      int64_t first = 0;
+      if (a_fresh) run_panel(s, jc, true), first = 1;
+      if (!share) {
+        for (int64_t jp = jc + first; jp < jc_end; ++jp) run_panel(s, jp, false);
+        return;
       }
+      share->run_block(s, first, jc_end - jc,
+                       [&](const SharedPanels& b, int64_t q) { run_panel(b, b.jc + q, false); });
     };
     auto pack_b = [&](int64_t jc, int64_t jc_end, int64_t pc) {
       if (bpacked) return;
@@ -670,6 +720,8 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       const int64_t r0 = ti * mtiles / tm * MR, r1 = std::min(M, (ti + 1) * mtiles / tm * MR);
       const int64_t q0 = tj * npanels / tn, q1 = (tj + 1) * npanels / tn;
       if (r0 >= r1) continue;
+      share = shares ? &shares[t] : nullptr;
+      if (share) share->open();
       if (blk.a_once) {
         // K block -> column block: each C tile still sees its K blocks in order.
         for (int64_t pc = pc0; pc < pc1; ++pc) {
@@ -680,20 +732,25 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
             compute(jc, jc_end, pc, r0, r1 - r0, a_in_kernel && jc == q0);
           }
         }
-        continue;
-      }
-      for (int64_t jc = q0; jc < q1; jc += NCP) {
-        const int64_t jc_end = std::min(q1, jc + NCP);
-        for (int64_t pc = pc0; pc < pc1; ++pc) {
-          pack_b(jc, jc_end, pc);
-          for (int64_t i0 = r0; i0 < r1; i0 += MC) {
-            const int64_t mc = std::min(MC, r1 - i0);
-            pack_a(pc, i0, mc);
-            compute(jc, jc_end, pc, i0, mc, a_in_kernel);
+      } else {
+        for (int64_t jc = q0; jc < q1; jc += NCP) {
+          const int64_t jc_end = std::min(q1, jc + NCP);
+          for (int64_t pc = pc0; pc < pc1; ++pc) {
+            pack_b(jc, jc_end, pc);
+            for (int64_t i0 = r0; i0 < r1; i0 += MC) {
+              const int64_t mc = std::min(MC, r1 - i0);
+              pack_a(pc, i0, mc);
+              compute(jc, jc_end, pc, i0, mc, a_in_kernel);
+            }
           }
         }
       }
+      if (share) share->close();
     }
+    if (shares)
+      help_open_shares(
+          shares.get(), ntasks,
+          [&](const SharedPanels& b, int64_t q) { run_panel(b, b.jc + q, false); }, kHelpPatience);
   });
   if (tk > 1) reduce_k_split(p, partials, pool);
 }
