@@ -57,7 +57,8 @@ struct GemmPlan::Impl {
   // packed
   // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
   // [tj * npanels / tn, ...), and packs privately what it needs (no barriers): B per (KC x NC)
-  // block, panel by panel just before its first use; A per (MC x KC) block.
+  // block, panel by panel just before its first use; A per (MC x KC) block. A thread whose tasks
+  // are done runs column panels of the others' blocks from their packing (panel_share.h).
   PackedBlocking blk;
   const Kernel* kern[2][2][2][2] = {};  // [accumulate][last][m edge][n edge]
   // With blk.a_rs: the same kernels reading A in place and packing it on the way (the first
