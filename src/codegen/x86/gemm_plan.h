@@ -1,6 +1,7 @@
-// The GEMM plan's internals (gemm_driver.cpp makes plans and runs most paths; k_split.cpp plans
-// direct_k and runs both K splits; stream_path.cpp and dot_path.cpp plan and run the GEMV-like
-// paths): a problem resolved once to a path, its blocking and kernels.
+// The GEMM plan's internals: a problem resolved once to a path, its blocking and kernels.
+// gemm_driver.cpp makes plans and runs the direct paths; skinny_path.cpp, packed_path.cpp,
+// stream_path.cpp and dot_path.cpp plan or run theirs; k_split.cpp plans direct_k and runs both K
+// splits; gemm_entry.cpp memoizes plans for gemm.h's calls.
 #pragma once
 
 #include "codegen/x86/blocking.h"
@@ -13,6 +14,10 @@
 #include <vector>
 
 namespace kiln::x86 {
+
+// Problems of at most this volume (M * N * K) run one fully specialized direct kernel on the
+// calling thread; batches of up to four times it run one problem per task.
+inline constexpr int64_t kSmallVolume = 64 * 64 * 64;
 
 enum class Path : uint8_t { empty, direct, direct_rows, direct_k, skinny, stream, dot, packed };
 
@@ -87,6 +92,10 @@ struct GemmPlan::Impl {
   // Plans the direct_k path (k_split.cpp); base: the problem's epilogue.
   void plan_direct_k(const GemmProblem& p, const KernelDesc& base, int threads,
                      const CacheSizes& caches);
+  // Plans the skinny path (skinny_path.cpp) where it can run p (not where direct_k_can);
+  // false where it cannot.
+  bool plan_skinny(const GemmProblem& p, const KernelDesc& base, int64_t T, bool prepacked_b,
+                   bool direct_k_can, const CacheSizes& caches);
   // Plans the stream path for a GEMV p; base: p's epilogue (bias_bcast: one bias value).
   void plan_stream(const GemmProblem& p, const KernelDesc& base, int64_t T);
   // Plans the dot path (dot_path.cpp) for dot_path_for(p) != DotOver::none.
@@ -98,6 +107,12 @@ struct GemmPlan::Impl {
 
 // fn over [0, n) on the pool (one task per index), or on this thread when pool is null.
 void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn);
+// Whether a direct kernel over rows x cols of p, B's rows b_rs apart, encodes every displacement
+// it needs (under 2^28 elements).
+bool direct_disp_fits(const GemmProblem& p, int64_t rows, int64_t cols, int64_t b_rs);
+// Whether B's rows are a page or more apart (skinny_path.cpp): kernels that walk down B's
+// columns then load a new page every k-step.
+bool b_rows_page_apart(const GemmProblem& p);
 // The descriptor fields of p's epilogue (bias, scale, activation, residual).
 KernelDesc epilogue_desc(const GemmProblem& p, Isa isa);
 // A direct kernel over rows x cols of p with K steps, B's rows b_rs apart, at most rows_cap rows

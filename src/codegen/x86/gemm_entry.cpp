@@ -1,0 +1,197 @@
+// The GEMM calls of gemm.h: plans memoized by shape, layout and thread count (and each thread's
+// last plan without a lock), batched and prepacked calls, B packed once, kernel listings.
+#include "codegen/x86/gemm.h"
+#include "codegen/x86/gemm_plan.h"
+#include "codegen/x86/pack.h"
+#include "jit/thread_pool.h"
+#include "support/check.h"
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::x86 {
+
+namespace {
+
+constexpr size_t kMaxPlans = 4096;
+
+// Plans memoized by everything but the data pointers.
+struct PlanKey {
+  int64_t M, N, K, a_rs, a_cs, b_rs, b_cs, ldc, ld_res;
+  // isa (bits 0-7), prepacked (8), bias (9), scale (10), residual (11), dynamic m / nk (12-13),
+  // activation (16-23), threads (32-63).
+  uint64_t small;
+  // Inlined, unrolled and branch-free: checked on every x86::gemm call against the thread's last
+  // plan. A memcmp call there made a 16^3 call 1-7 ns slower (74-81 vs 73-74 ns); a 17-word key
+  // compared word by word with an early exit took ~105 instructions, these 10 words ~30.
+  bool operator==(const PlanKey& o) const {
+    const auto *x = reinterpret_cast<const uint64_t*>(this),
+               *y = reinterpret_cast<const uint64_t*>(&o);
+    uint64_t diff = 0;
+#pragma GCC unroll 16
+    for (size_t i = 0; i < sizeof(*this) / 8; ++i) diff |= x[i] ^ y[i];
+    return diff == 0;
+  }
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    const auto* w = reinterpret_cast<const int64_t*>(&k);
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < sizeof(k) / 8; ++i) h = (h ^ uint64_t(w[i])) * 0xff51afd7ed558ccdull;
+    return size_t(h ^ (h >> 29));
+  }
+};
+
+// Each thread's last plan (key and owner). Reached through an initial-exec pointer: a
+// thread_local object with a destructor is a __tls_get_addr call per access in a shared library
+// (~15 ns here); the owner below frees it when the thread exits.
+struct LastPlan {
+  PlanKey key{};
+  std::shared_ptr<const GemmPlan> plan;
+};
+thread_local LastPlan* t_last_plan __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local bool t_last_plan_gone __attribute__((tls_model("initial-exec"))) = false;
+
+LastPlan* last_plan() {
+  if (t_last_plan || t_last_plan_gone) return t_last_plan;
+  struct Owner {
+    LastPlan plan;
+    ~Owner() { t_last_plan = nullptr, t_last_plan_gone = true; }
+  };
+  thread_local Owner owner;
+  return t_last_plan = &owner.plan;
+}
+
+// The plan for p, memoized by everything but the data pointers. A repeat of this thread's last
+// problem returns its plan without the shared lock, the hash and a shared_ptr copy (four locked
+// instructions, ~35 ns of a ~100 ns 16^3 call); the plan stays valid until this thread's next
+// call. Otherwise the plan is found or made, and `keep` owns it.
+const GemmPlan& plan_for(const GemmProblem& p, Isa isa, int threads, bool prepacked,
+                         std::shared_ptr<const GemmPlan>& keep) {
+  static std::shared_mutex mu;
+  static auto* plans =
+      new std::unordered_map<PlanKey, std::shared_ptr<const GemmPlan>, PlanKeyHash>();
+  const bool res = p.epi.residual != nullptr;
+  const uint64_t small = uint64_t(isa) | uint64_t(prepacked) << 8 |
+                         uint64_t(p.epi.bias != nullptr) << 9 |
+                         uint64_t(p.epi.scale != 1.0f) << 10 | uint64_t(res) << 11 |
+                         uint64_t(p.dynamic_m) << 12 | uint64_t(p.dynamic_nk) << 13 |
+                         uint64_t(uint8_t(p.epi.act)) << 16 | uint64_t(uint32_t(threads)) << 32;
+  const PlanKey key{p.M,
+                    p.N,
+                    p.K,
+                    p.a.row_stride,
+                    p.a.col_stride,
+                    p.b.row_stride,
+                    p.b.col_stride,
+                    p.ldc,
+                    res ? p.epi.ld_residual : 0,
+                    small};
+  LastPlan* last = last_plan();
+  if (last && last->plan && last->key == key) return *last->plan;
+  {
+    std::shared_lock lock(mu);
+    auto it = plans->find(key);
+    if (it != plans->end()) keep = it->second;
+  }
+  if (!keep) {
+    auto plan = GemmPlan::make(p, isa, threads, prepacked);
+    std::unique_lock lock(mu);
+    // Symbolic extents make a plan per extent seen: keep the table bounded (plans are small and
+    // quick to remake; the kernels they use stay in the registry).
+    if (plans->size() >= kMaxPlans) plans->clear();
+    keep = plans->try_emplace(key, std::move(plan)).first->second;
+  }
+  if (last) last->key = key, last->plan = keep;
+  return *keep;
+}
+
+}  // namespace
+
+void gemm(const GemmProblem& p, ThreadPool& pool, Isa isa) {
+  std::shared_ptr<const GemmPlan> keep;
+  plan_for(p, isa, pool.num_threads(), false, keep).run(p, pool);
+}
+
+void gemm(const GemmProblem& p, ThreadPool& pool) { gemm(p, pool, selected_isa()); }
+
+void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, ThreadPool& pool,
+                  Isa isa) {
+  KILN_CHECK(batch >= 0) << "negative batch " << batch;
+  if (batch == 0) return;
+  // Valid for the whole batch: this thread makes no other plan_for call until it returns.
+  // Small problems run one per task on the pool's threads, each alone: blocked for one thread.
+  const bool small = p.M * p.N * p.K <= 4 * kSmallVolume;
+  std::shared_ptr<const GemmPlan> keep;
+  const GemmPlan* plan = &plan_for(p, isa, small ? 1 : pool.num_threads(), false, keep);
+  auto item = [&](int64_t b) {
+    GemmProblem q = p;
+    q.a.data = p.a.data + b * st.a;
+    q.b.data = p.b.data + b * st.b;
+    q.c = p.c + b * st.c;
+    if (p.epi.residual) q.epi.residual = p.epi.residual + b * st.residual;
+    return q;
+  };
+  // Small problems: one per task across the pool; large ones: one after another, each parallel.
+  if (small) {
+    pool.parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) plan->run_on(item(b), nullptr);
+    });
+  } else {
+    for (int64_t b = 0; b < batch; ++b) plan->run_on(item(b), &pool);
+  }
+}
+
+void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, ThreadPool& pool) {
+  gemm_batched(p, batch, st, pool, selected_isa());
+}
+
+void PackedB::FreeDeleter::operator()(float* p) const { std::free(p); }
+
+std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N, Isa isa) {
+  KILN_CHECK(K >= 0 && N >= 0) << "pack_b of " << K << "x" << N;
+  const int64_t NR = packed_nr(isa), npanels = ceil_div(N, NR);
+  const size_t bytes = size_t(std::max<int64_t>(npanels * K * NR, 16)) * sizeof(float);
+  std::unique_ptr<float[], PackedB::FreeDeleter> data(
+      static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  KILN_CHECK(data != nullptr) << "out of memory packing B (" << bytes << " bytes)";
+  for (int64_t jp = 0; jp < npanels; ++jp)
+    pack_b_panel(b, K, jp * NR, std::min(NR, N - jp * NR), NR, data.get() + jp * K * NR);
+  return std::make_shared<PackedB>(isa, K, N, NR, std::move(data));
+}
+
+std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N) {
+  return pack_b(b, K, N, selected_isa());
+}
+
+void gemm_prepacked(const GemmProblem& p, const PackedB& packed, ThreadPool& pool) {
+  std::shared_ptr<const GemmPlan> keep;
+  plan_for(p, packed.isa(), pool.num_threads(), true, keep).run(p, pool, &packed);
+}
+
+std::vector<KernelInfo> kernels_for(const GemmProblem& p, Isa isa) {
+  return GemmPlan::make(p, isa, ThreadPool::global().num_threads())->kernels();
+}
+
+std::string listing_for(const GemmProblem& p, Isa isa) {
+  return listing_of(*GemmPlan::make(p, isa, ThreadPool::global().num_threads()));
+}
+
+std::string listing_of(const GemmPlan& plan) {
+  std::string out;
+  for (const KernelInfo& k : plan.kernels()) {
+    out += k.listing;
+    out += "; codegen " + std::to_string(k.codegen_ms) + " ms, " + std::to_string(k.code_bytes) +
+           " bytes\n\n";
+  }
+  return out;
+}
+
+std::string listing_for(const GemmProblem& p) { return listing_for(p, selected_isa()); }
+
+}  // namespace kiln::x86
