@@ -16,6 +16,8 @@ namespace kiln::x86 {
 
 namespace {
 
+// A cache line in floats: each micro-panel call prefetches a line of the next panel per unrolled
+// K iteration (run_panel).
 constexpr int64_t kFloatsPerLine = 16;
 
 // One block's panels in the packed path, as another thread runs them (panel_share.h): columns
