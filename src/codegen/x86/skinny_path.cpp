@@ -95,36 +95,35 @@ bool GemmPlan::Impl::plan_skinny(const GemmProblem& p, const KernelDesc& base, i
   if (prepacked_b || p.M > skinny_rows || p.b.col_stride != 1 || p.dynamic_nk || direct_k_can ||
       (page_apart && p.M > kSkinnyPageApartRows) || !direct_disp_fits(p, p.M, p.N, p.b.row_stride))
     return false;
-  Impl& s = *this;
-  s.path = Path::skinny;
+  path = Path::skinny;
   const DirectTiling tiling = direct_tiling(isa == Isa::avx512, p.M, p.N);
   const int64_t tile_w = int64_t(tiling.vectors) * (isa == Isa::avx512 ? 16 : 8);
   // Enough chunks to feed every thread, each at least a few tiles wide.
   const int64_t want = std::max<int64_t>(1, std::min<int64_t>(T, ceil_div(p.N, 4 * tile_w)));
-  s.chunk = round_up(ceil_div(p.N, want), tile_w);
-  s.nchunks = ceil_div(p.N, s.chunk);
-  const bool b_out_of_l2 = p.K * s.chunk * 4 > caches.l2_bytes / 4;
+  chunk = round_up(ceil_div(p.N, want), tile_w);
+  nchunks = ceil_div(p.N, chunk);
+  const bool b_out_of_l2 = p.K * chunk * 4 > caches.l2_bytes / 4;
   const bool cols_outer = tiling.rows_max < p.M;
-  s.nkb = std::max<int64_t>(1, ceil_div(p.K, page_apart                  ? kSkinnyPageApartKBlock
-                                             : cols_outer && b_out_of_l2 ? kSkinnyColsOuterKBlock
-                                                                         : kSkinnyKBlock));
-  s.kb = std::max<int64_t>(1, ceil_div(p.K, s.nkb));  // K = 0: one empty block
-  s.nkb = std::max<int64_t>(1, ceil_div(p.K, s.kb));
-  const int64_t last_chunk = p.N - (s.nchunks - 1) * s.chunk;
-  const int64_t last_kb = p.K - (s.nkb - 1) * s.kb;
+  nkb = std::max<int64_t>(1, ceil_div(p.K, page_apart                  ? kSkinnyPageApartKBlock
+                                           : cols_outer && b_out_of_l2 ? kSkinnyColsOuterKBlock
+                                                                       : kSkinnyKBlock));
+  kb = std::max<int64_t>(1, ceil_div(p.K, nkb));  // K = 0: one empty block
+  nkb = std::max<int64_t>(1, ceil_div(p.K, kb));
+  const int64_t last_chunk = p.N - (nchunks - 1) * chunk;
+  const int64_t last_kb = p.K - (nkb - 1) * kb;
   const bool prefetch = std::abs(p.b.row_stride) * 4 >= kSkinnyPrefetchMinRowBytes && b_out_of_l2;
   for (int lc = 0; lc < 2; ++lc) {
-    if (lc == 0 && s.nchunks == 1) continue;
+    if (lc == 0 && nchunks == 1) continue;
     for (int kind = 0; kind < 4; ++kind) {  // first, middle, last, only
-      if ((s.nkb == 1) != (kind == 3) || (kind == 1 && s.nkb < 3)) continue;
-      KernelDesc d = direct_desc(base, p, p.M, lc ? last_chunk : s.chunk,
-                                 kind >= 2 ? last_kb : s.kb, p.b.row_stride);
+      if ((nkb == 1) != (kind == 3) || (kind == 1 && nkb < 3)) continue;
+      KernelDesc d = direct_desc(base, p, p.M, lc ? last_chunk : chunk, kind >= 2 ? last_kb : kb,
+                                 p.b.row_stride);
       d.accumulate = kind == 1 || kind == 2;
       d.last = kind >= 2;
       d.b_prefetch = prefetch ? kSkinnyPrefetchRows : 0;
       d.cols_outer = cols_outer && direct_tiling(isa == Isa::avx512, p.M, d.cols).rows_max < p.M;
       if (!d.last) d.has_bias = d.has_scale = d.act = d.has_residual = d.ld_res = 0;
-      s.skinny[lc][kind] = s.use(d);
+      skinny[lc][kind] = use(d);
     }
   }
   return true;
