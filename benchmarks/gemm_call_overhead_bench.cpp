@@ -2,6 +2,9 @@
 // dispatched kernel, kiln's generated direct kernel called alone (KernelArgs built once), the same
 // with KernelArgs built per call, GemmPlan::run (what the JIT's x86 launch calls), x86::gemm
 // (plus the plan-table lookup) and the JIT's f.call (dispatch + launch). Ratios to LIBXSMM.
+// "fma bound" (AVX-512 only) is the floor any kernel of this shape meets: as many 16-lane FMAs as
+// the direct kernel issues (M x ceil(N/16) x K, rounded down to a multiple of 16), all on
+// registers in 16 independent chains, then 16 stores: no loads, no edges, no epilogue.
 //   build-bench/benchmarks/gemm_call_overhead_bench [--rounds=21]
 #include "codegen/x86/gemm.h"
 #include "codegen/x86/kernel_registry.h"
@@ -16,6 +19,36 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+// fma_bound_zmm(blocks, out): `blocks` rounds of 16 vfmadd231ps (one per accumulator zmm0-15,
+// sources zmm16 and zmm17), then the accumulators stored to out[0..256).
+extern "C" void fma_bound_zmm(int64_t blocks, float* out);
+asm(R"(
+  .text
+  .globl fma_bound_zmm
+  .type fma_bound_zmm, @function
+  .p2align 6
+fma_bound_zmm:
+  .irp r, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+  vpxord %zmm\r, %zmm\r, %zmm\r
+  .endr
+  test %rdi, %rdi
+  jz 2f
+  .p2align 5
+1:
+  .irp r, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+  vfmadd231ps %zmm17, %zmm16, %zmm\r
+  .endr
+  dec %rdi
+  jnz 1b
+2:
+  .irp r, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+  vmovups %zmm\r, \r*64(%rsi)
+  .endr
+  vzeroupper
+  ret
+  .size fma_bound_zmm, .-fma_bound_zmm
+)");
 
 namespace {
 
@@ -61,7 +94,7 @@ void measure(int64_t M, int64_t N, int64_t K, int rounds) {
                                  kiln::Array::view(b.data(), {K, N}, kiln::f32),
                                  kiln::Array::view(c.data(), {M, N}, kiln::f32)};
   float *A = a.data(), *B = b.data(), *C = c.data();
-  const std::vector<bench::Contender> cs = {
+  std::vector<bench::Contender> cs = {
       {"libxsmm",
        [=] {
          for (int i = 0; i < kCallsPerRun; ++i) xk(B, A, C);
@@ -94,8 +127,16 @@ void measure(int64_t M, int64_t N, int64_t K, int rounds) {
                   std::span<kiln::Array>(io.data() + 2, 1));
        }},
   };
+  const int64_t fma_blocks = M * ((N + 15) / 16) * K / 16;
+  std::vector<float> sink(256);
+  if (x86::selected_isa() == x86::Isa::avx512) {
+    cs.push_back({"fma bound", [&] {
+                    for (int i = 0; i < kCallsPerRun; ++i) fma_bound_zmm(fma_blocks, sink.data());
+                  }});
+  }
   const bench::PairedTimes t = bench::run_paired(cs, rounds, 0.02);
-  std::printf("%ldx%ldx%ld:\n", long(M), long(N), long(K));
+  std::printf("%ldx%ldx%ld (fma bound: %ld FMAs a call):\n", long(M), long(N), long(K),
+              long(16 * fma_blocks));
   for (const auto& name : t.names) {
     const bench::Spread s = bench::seconds_of(t, name);
     const bench::Spread r = bench::paired_speedup(t, name, {"libxsmm"});

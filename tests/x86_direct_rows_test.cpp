@@ -213,3 +213,46 @@ TEST_CASE("x86 gemm: many rows over more than 128 columns take the packed path",
   }
   CHECK(direct({20000, 64, 200}, Isa::avx512));  // one column tile
 }
+
+TEST_CASE("x86 gemm: small problems split over the threads from kSmallSplitMinFmas",
+          "[x86][gemm][direct_rows]") {
+  // gemm_plan.h: up to the small volume, a plan for two threads or more runs direct_rows (one
+  // chunk of rows per thread, handed over by ThreadPool::run_parts) from kSmallSplitMinFmas
+  // vector FMAs, where M makes two row blocks; below it, on one thread, or with A's rows not
+  // runs, one direct kernel over all of M.
+  struct Expect {
+    Shape s;
+    Isa isa;
+    int threads;
+    std::vector<int64_t> rows;  // the plan's direct kernels
+  };
+  const std::vector<Expect> cases = {
+      {{64, 64, 64}, Isa::avx512, 2, {32}},      // 16384 FMAs: 11 blocks of 6, evenly
+      {{64, 64, 64}, Isa::avx512, 1, {64}},      // one thread
+      {{64, 64, 64}, Isa::avx512, 3, {22, 20}},  // 4 + 4 + 3 blocks: evenly instead
+      {{48, 64, 64}, Isa::avx512, 2, {24}},      // 12288 FMAs: at the bound
+      {{40, 64, 64}, Isa::avx512, 2, {40}},      // 10240 FMAs: under it
+      {{57, 50, 70}, Isa::avx512, 2, {30, 27}},  // odd sizes, an edge vector
+      {{20, 16, 1000}, Isa::avx512, 2, {20}},    // 20000 FMAs in one block of 28 rows
+      {{64, 64, 64}, Isa::avx2, 2, {32}},        // 32768 FMAs: 11 blocks of 6, evenly
+      {{24, 16, 256}, Isa::avx2, 2, {12}},       // 12288 FMAs: 4 blocks of 6
+  };
+  int variant = 0;
+  for (const Expect& x : cases) {
+    for (Layout la : {Layout::row_major, Layout::padded, Layout::broadcast_row}) {
+      const Layout lb = variant % 2 ? Layout::reversed_rows : Layout::row_major;
+      Case c(x.s, la, lb, kEpilogueCycle[variant % 4], uint32_t(7400 + variant));
+      auto plan = GemmPlan::make(c.problem(), x.isa, x.threads, false, kOneMiB);
+      INFO(isa_name(x.isa) << " " << x.s.M << "x" << x.s.N << "x" << x.s.K << " threads "
+                           << x.threads << " A " << layout_name(la) << " B " << layout_name(lb));
+      CHECK(direct_rows_of(*plan, x.s, x.isa) == x.rows);
+      if (isa_supported(x.isa)) CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+      ++variant;
+    }
+  }
+  // A's rows not runs: one direct kernel reading A in place, not split.
+  Case c({64, 64, 64}, Layout::transposed, Layout::row_major, EpiKind{}, 7450);
+  auto plan = GemmPlan::make(c.problem(), Isa::avx512, 2, false, kOneMiB);
+  CHECK(direct_rows_of(*plan, {64, 64, 64}, Isa::avx512) == std::vector<int64_t>{64});
+  if (isa_supported(Isa::avx512)) CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+}

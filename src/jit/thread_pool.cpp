@@ -53,7 +53,10 @@ ThreadPool& ThreadPool::global() {
 void ThreadPool::start_workers(int n) {
   num_threads_ = n;
   stop_ = false;
-  for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  posts_ = std::make_unique<PartPost[]>(size_t(n));
+  answers_ = std::make_unique<PartAnswer[]>(size_t(n));
+  sleeps_ = std::make_unique<PartSleep[]>(size_t(n));
+  for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 void ThreadPool::stop_workers() {
@@ -86,17 +89,37 @@ void ThreadPool::run_chunks(const RangeFn* fn, int64_t n, int64_t chunk) {
   }
 }
 
-void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
+void ThreadPool::worker_loop(int index) {
+  PartPost& post = posts_[size_t(index)];
+  PartSleep& sleep = sleeps_[size_t(index)];
+  uint64_t seen = 0, part_seen = 0;
   std::chrono::nanoseconds spin = kMinSpin;
   for (;;) {
     const RangeFn* fn = nullptr;
     int64_t n = 0, chunk = 0;
     {
-      spin_until([&] { return stop_ || generation_ != seen; }, spin);
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      // A posted part first: its line is the one that changes.
+      auto ready = [&] {
+        return post.seq.load(std::memory_order_acquire) != part_seen || stop_ ||
+               generation_ != seen;
+      };
+      if (!spin_until(ready, spin)) {
+        std::unique_lock<std::mutex> lock(mu_);
+        sleep.sleeping.exchange(1, std::memory_order_acq_rel);  // see PartSleep
+        work_cv_.wait(lock, ready);
+        sleep.sleeping.store(0, std::memory_order_relaxed);
+      }
       if (stop_) return;
+      const uint64_t part = post.seq.load(std::memory_order_acquire);
+      if (part != part_seen) {
+        part_seen = part;
+        const auto start = std::chrono::steady_clock::now();
+        run_posted_part(index, part);
+        spin = spin_after(start);
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      if (generation_ == seen) continue;
       seen = generation_;
       if (!fn_) continue;  // woke after that job had already finished
       fn = fn_;
@@ -153,6 +176,61 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     fn_ = nullptr;
   }
   if (err) std::rethrow_exception(err);
+}
+
+void ThreadPool::run_parts_raw(int parts, PartFn fn, const void* payload, size_t size) {
+  if (parts <= 0) return;
+  std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
+  if (!job.owns_lock()) {
+    busy_fallbacks_.fetch_add(1);
+    for (int part = 0; part < parts; ++part) fn(payload, part);
+    return;
+  }
+  // Parts past the pool's workers (a pool resized after the caller planned) run on the caller.
+  const int posted = std::min(parts, num_threads_);
+  if (part_fn_ != fn) part_fn_ = fn;
+  const uint64_t seq = ++part_seq_;
+  // Plain release stores, so that the caller goes on to its own part while the lines travel.
+  // Sleeping workers are woken after that part (a worker that sleeps has a wake-up of some 20 us
+  // ahead of it anyway).
+  for (int i = 1; i < posted; ++i) {
+    PartPost& post = posts_[size_t(i)];
+    std::memcpy(post.payload, payload, size);
+    post.seq.store(seq, std::memory_order_release);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  fn(payload, 0);
+  for (int part = posted; part < parts; ++part) fn(payload, part);
+  wake_sleeping_workers(posted);
+  auto answered = [&] {
+    for (int i = 1; i < posted; ++i)
+      if (answers_[size_t(i)].seq.load(std::memory_order_acquire) != seq) return false;
+    return true;
+  };
+  if (spin_until(answered, spin_after(start))) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  caller_waiting_.exchange(1, std::memory_order_acq_rel);  // see PartSleep
+  done_cv_.wait(lock, answered);
+  caller_waiting_.store(0, std::memory_order_relaxed);
+}
+
+void ThreadPool::wake_sleeping_workers(int posted) {
+  bool any = false;
+  for (int i = 1; i < posted; ++i)
+    any = sleeps_[size_t(i)].sleeping.fetch_add(0, std::memory_order_acq_rel) != 0 || any;
+  if (!any) return;
+  // Through mu_: a worker that stored `sleeping` holds mu_ until it waits.
+  { std::lock_guard<std::mutex> lock(mu_); }
+  work_cv_.notify_all();
+}
+
+void ThreadPool::run_posted_part(int index, uint64_t seq) {
+  part_fn_(posts_[size_t(index)].payload, index);
+  answers_[size_t(index)].seq.store(seq, std::memory_order_release);
+  if (caller_waiting_.fetch_add(0, std::memory_order_acq_rel) != 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    done_cv_.notify_all();
+  }
 }
 
 }  // namespace kiln

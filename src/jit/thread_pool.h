@@ -5,15 +5,21 @@
 // job, 50 us to 1 ms; see thread_pool.cpp) before they sleep on a condition variable: waking a
 // sleeping thread took about 20 us on a virtualized Zen 3, as long as a whole 128^3 GEMM's share,
 // and jobs of a serving loop follow each other closely.
+// run_parts is a second way in for jobs of a few microseconds: a static split whose parts reach
+// the workers through cache lines of their own.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -40,10 +46,41 @@ class ThreadPool {
   // How many jobs ran inline because the pool was busy (for stats and tests).
   int64_t busy_fallbacks() const { return busy_fallbacks_.load(); }
 
+  // The most bytes a run_parts payload may take.
+  static constexpr size_t kPartPayloadBytes = 56;
+  // Calls F(payload, part) for every part in [0, parts): part 0 on the calling thread, part i on
+  // worker i (parts past the workers after part 0, on the caller). Each worker finds its part, with
+  // a copy of the payload, on a cache line that only the caller writes, and answers on one that
+  // only it writes: two lines cross between the cores per worker, where parallel_for's job (under
+  // a mutex, a shared chunk counter, a counted join) passes several, one after another. Two
+  // threads on a 2-vCPU Intel Xeon VM, a job of two empty parts: 0.40 us against parallel_for's
+  // 0.76-0.87 us; two parts of 0.9 us: 1.26-1.34 us against 1.80-1.94 us. F must not throw.
+  // Runs every part on the caller, in order, when the pool is busy with another job (counted in
+  // busy_fallbacks).
+  template <class Payload, void (*F)(const Payload&, int part) noexcept>
+  void run_parts(int parts, const Payload& payload) {
+    static_assert(std::is_trivially_copyable_v<Payload> && sizeof(Payload) <= kPartPayloadBytes &&
+                  alignof(Payload) <= 8);
+    run_parts_raw(parts, &call_part<Payload, F>, &payload, sizeof(Payload));
+  }
+
  private:
+  using PartFn = void (*)(const void* payload, int part);
+  template <class Payload, void (*F)(const Payload&, int part) noexcept>
+  static void call_part(const void* bytes, int part) {
+    Payload payload;
+    std::memcpy(static_cast<void*>(&payload), bytes, sizeof(Payload));
+    F(payload, part);
+  }
+  void run_parts_raw(int parts, PartFn fn, const void* payload, size_t size);
+  // Runs the part posted on worker `index`'s slot (seq: its number there) and answers.
+  void run_posted_part(int index, uint64_t seq);
+  // Wakes the workers asleep among [1, posted) (after the posts).
+  void wake_sleeping_workers(int posted);
+
   void start_workers(int n);
   void stop_workers();
-  void worker_loop();
+  void worker_loop(int index);
   void run_chunks(const RangeFn* fn, int64_t n, int64_t chunk);
 
   // Polls `ready` for up to `spin` (pausing between reads); whether it became true.
@@ -66,6 +103,32 @@ class ThreadPool {
   std::atomic<int64_t> next_{0};
   std::atomic<int64_t> busy_fallbacks_{0};
   std::exception_ptr error_;
+
+  // run_parts: per worker (index 1..num_threads-1; 0 unused), the line the caller posts on, the
+  // line the worker answers on, and the worker's `sleeping` flag. A side about to sleep (the
+  // worker for a post, the caller for answers) exchanges its flag to 1 under mu_ and then checks
+  // the other's line; the other side, after storing to its line, reads the flag with a
+  // read-modify-write: either that reads 1 (and it notifies through mu_) or it comes first in
+  // the flag's order, and the sleeper's exchange then sees its store (no fences: ThreadSanitizer
+  // does not model them).
+  struct alignas(64) PartPost {
+    std::atomic<uint64_t> seq{0};
+    alignas(8) unsigned char payload[kPartPayloadBytes];
+  };
+  struct alignas(64) PartAnswer {
+    std::atomic<uint64_t> seq{0};
+  };
+  struct alignas(64) PartSleep {  // a line of its own: the caller's RMW keeps it each job
+    std::atomic<int> sleeping{0};
+  };
+  std::unique_ptr<PartPost[]> posts_;
+  std::unique_ptr<PartAnswer[]> answers_;
+  std::unique_ptr<PartSleep[]> sleeps_;
+  // The job's function: written by the caller under job_mu_ before it posts, and only when it
+  // changes, so that the line stays shared while one kind of job repeats.
+  alignas(64) PartFn part_fn_ = nullptr;
+  alignas(64) uint64_t part_seq_ = 0;  // the last job's number (the caller's, under job_mu_)
+  alignas(64) std::atomic<int> caller_waiting_{0};
 };
 
 }  // namespace kiln

@@ -290,9 +290,16 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       return std::make_shared<GemmPlan>(std::move(impl));
     }
   }
+  const int64_t T = std::max(1, threads);
   if (!prepacked_b && volume <= kSmallVolume && !p.dynamic_m && !p.dynamic_nk &&
       !(stream && p.N * p.K >= kStreamOverDirect) &&
       direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
+    // On two threads or more, from kSmallSplitMinFmas: direct_rows in chunks of rows, one per
+    // thread, handed over by ThreadPool::run_parts (where M makes two chunks).
+    const int64_t lanes = isa == Isa::avx512 ? 16 : 8;
+    if (T > 1 && p.M * ceil_div(p.N, lanes) * p.K >= kSmallSplitMinFmas && b_unit &&
+        p.a.col_stride == 1 && s.plan_direct_rows(p, base, T, caches, /*split_only=*/true))
+      return std::make_shared<GemmPlan>(std::move(impl));
     s.path = Path::direct;
     s.copy_b = !b_unit;
     s.direct = s.use(direct_desc(base, p, p.M, p.N, p.K, b_unit ? p.b.row_stride : p.N,
@@ -300,7 +307,6 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 
-  const int64_t T = std::max(1, threads);
   if (stream) {
     s.plan_stream(p, base, T);
     return std::make_shared<GemmPlan>(std::move(impl));
@@ -326,23 +332,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   if (!prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_m && !p.dynamic_nk &&
       !wide_and_tall && p.N <= caches.l2_bytes / rows_b_share / 4 / std::max<int64_t>(1, p.K) &&
       !b_rows_page_apart(p) && direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
-    s.path = Path::direct_rows;
-    // Whole row blocks of the direct kernel's tiling per chunk, one chunk per thread; even chunks
-    // where whole blocks leave the busiest over kDirectRowsEvenSplit of an even share (each
-    // kernel evens out its own row blocks).
-    const int64_t rows_cap = direct_rows_cap(p, isa, caches);
-    const int64_t rows_max = direct_tiling(isa == Isa::avx512, p.M, p.N, rows_cap).rows_max;
-    const int64_t blocks = ceil_div(p.M, rows_max), tasks = std::min(T, blocks);
-    s.chunk = ceil_div(blocks, tasks) * rows_max;
-    if (double(s.chunk) > kDirectRowsEvenSplit * double(p.M) / double(tasks))
-      s.chunk = ceil_div(p.M, tasks);
-    s.nchunks = ceil_div(p.M, s.chunk);
-    const int64_t last_chunk = p.M - (s.nchunks - 1) * s.chunk;
-    for (int lc = 0; lc < 2; ++lc) {
-      if (lc == 0 && s.nchunks == 1) continue;
-      s.direct_rows[lc] = s.use(
-          direct_desc(base, p, lc ? last_chunk : s.chunk, p.N, p.K, p.b.row_stride, rows_cap));
-    }
+    s.plan_direct_rows(p, base, T, caches, /*split_only=*/false);
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 
@@ -396,17 +386,65 @@ void GemmPlan::Impl::run_direct(const GemmProblem& p) const {
   direct->fn(&args, p.a.data, b, p.c);
 }
 
+bool GemmPlan::Impl::plan_direct_rows(const GemmProblem& p, const KernelDesc& base, int64_t T,
+                                      const CacheSizes& caches, bool split_only) {
+  // Whole row blocks of the direct kernel's tiling per chunk, one chunk per thread; even chunks
+  // where whole blocks leave the busiest over kDirectRowsEvenSplit of an even share (each
+  // kernel evens out its own row blocks).
+  const int64_t rows_cap = direct_rows_cap(p, isa, caches);
+  const int64_t rows_max = direct_tiling(isa == Isa::avx512, p.M, p.N, rows_cap).rows_max;
+  const int64_t blocks = ceil_div(p.M, rows_max), tasks = std::min(T, blocks);
+  if (split_only && tasks < 2) return false;
+  path = Path::direct_rows;
+  chunk = ceil_div(blocks, tasks) * rows_max;
+  if (double(chunk) > kDirectRowsEvenSplit * double(p.M) / double(tasks))
+    chunk = ceil_div(p.M, tasks);
+  nchunks = ceil_div(p.M, chunk);
+  const int64_t last_chunk = p.M - (nchunks - 1) * chunk;
+  for (int lc = 0; lc < 2; ++lc) {
+    if (lc == 0 && nchunks == 1) continue;
+    direct_rows[lc] =
+        use(direct_desc(base, p, lc ? last_chunk : chunk, p.N, p.K, p.b.row_stride, rows_cap));
+  }
+  return true;
+}
+
+namespace {
+
+// One chunk of direct_rows, as ThreadPool::run_parts hands it to a thread (the payload shares one
+// cache line with the post's number).
+struct DirectRowsJob {
+  const GemmPlan::Impl* plan;
+  const float* a;
+  const float* b;
+  float* c;
+  const float* bias;
+  const float* residual;
+  float scale;
+};
+
+void run_direct_rows_chunk(const DirectRowsJob& job, int chunk) noexcept {
+  const GemmPlan::Impl& s = *job.plan;
+  const Kernel& k = *s.direct_rows[chunk == s.nchunks - 1];
+  const KernelDesc& d = s.direct_rows[0] ? s.direct_rows[0]->desc : k.desc;
+  const int64_t r0 = chunk * s.chunk;
+  const KernelArgs args{job.bias, job.residual ? job.residual + r0 * d.ld_res : nullptr, s.K, 0, 0,
+                        job.scale};
+  k.fn(&args, job.a + r0 * d.a_rs, job.b, job.c + r0 * d.ldc);
+}
+
+}  // namespace
+
 void GemmPlan::Impl::run_direct_rows(const GemmProblem& p, ThreadPool* pool) const {
-  parallel(pool, nchunks, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      const int64_t r0 = c * chunk;
-      const KernelArgs args{
-          p.epi.bias, p.epi.residual ? p.epi.residual + r0 * p.epi.ld_residual : nullptr, p.K, 0, 0,
-          p.epi.scale};
-      direct_rows[c == nchunks - 1]->fn(&args, p.a.data + r0 * p.a.row_stride, p.b.data,
-                                        p.c + r0 * p.ldc);
-    }
-  });
+  const DirectRowsJob job{this, p.a.data, p.b.data, p.c, p.epi.bias, p.epi.residual, p.epi.scale};
+  if (pool && nchunks > 1 && nchunks <= pool->num_threads()) {
+    pool->run_parts<DirectRowsJob, run_direct_rows_chunk>(int(nchunks), job);
+  } else {
+    // No pool, one chunk, or a pool smaller than the plan's threads (its chunks then shared out).
+    parallel(pool, nchunks, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) run_direct_rows_chunk(job, int(c));
+    });
+  }
 }
 
 void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const {
@@ -445,6 +483,10 @@ void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* 
       if (packed) g_call_counts.add(kPrepacked);
       return run_packed(p, pool, packed);
   }
+}
+
+bool GemmPlan::caller_only() const {
+  return impl_->path == Path::direct || impl_->path == Path::empty;
 }
 
 void GemmPlan::run(const GemmProblem& p, ThreadPool& pool, const PackedB* packed) const {

@@ -16,8 +16,18 @@
 namespace kiln::x86 {
 
 // Problems of at most this volume (M * N * K) run one fully specialized direct kernel on the
-// calling thread; batches of up to four times it run one problem per task.
+// calling thread (on two threads or more, from kSmallSplitMinFmas, a chunk of rows on each);
+// batches of up to four times it run one problem per task.
 inline constexpr int64_t kSmallVolume = 64 * 64 * 64;
+// Up to kSmallVolume, a plan for two threads or more splits M over them (direct_rows through
+// ThreadPool::run_parts) instead of running one direct kernel on one thread, from this many
+// vector FMAs (M x ceil(N / lanes) x K; the time of a direct kernel follows them). Measured on an
+// Intel Xeon (2 vCPUs, AVX-512), paired plans, 2 threads against 1: 20x8x1024 (20480) 1.60x,
+// 16x16x1024 (16384) 1.64x, 64^3 (16384) 1.41-1.50x, 64x48x80 (15360) 1.42x, 56^3 (12544) 1.21x,
+// 48x64x64 and 24x16x512 (12288) 1.26x and 1.31x; below it 40x64x64 (10240) 1.00x, 8192 FMAs
+// 0.86-1.40x (32x64x64 0.86x, 128x32x32 1.06x, 64x32x64 1.19x, 256x16x32 1.40x), 48^3 (6912)
+// 1.07x, 40^3 (4800) 0.86x: a hand-over costs about 0.4-0.7 us.
+inline constexpr int64_t kSmallSplitMinFmas = 12 * 1024;
 
 enum class Path : uint8_t { empty, direct, direct_rows, direct_k, skinny, stream, dot, packed };
 
@@ -96,6 +106,10 @@ struct GemmPlan::Impl {
   // false where it cannot.
   bool plan_skinny(const GemmProblem& p, const KernelDesc& base, int64_t T, bool prepacked_b,
                    bool direct_k_can, const CacheSizes& caches);
+  // Plans the direct_rows path (one chunk of rows per thread, at most T); with split_only, only
+  // where M makes two chunks or more (false, nothing planned, where it does not).
+  bool plan_direct_rows(const GemmProblem& p, const KernelDesc& base, int64_t T,
+                        const CacheSizes& caches, bool split_only);
   // Plans the stream path for a GEMV p; base: p's epilogue (bias_bcast: one bias value).
   void plan_stream(const GemmProblem& p, const KernelDesc& base, int64_t T);
   // Plans the dot path (dot_path.cpp) for dot_path_for(p) != DotOver::none.
