@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -81,31 +83,56 @@ namespace {
 struct PartsRecord {
   std::atomic<int>* runs;    // runs[part] += 1
   std::thread::id* threads;  // threads[part] = the thread that ran it
-  int64_t sleep_us_part;     // the part that sleeps, -1 for none
-  int64_t sleep_us;          // how long
+  int64_t sleep_us[2];       // parts 0 and 1 sleep this long
 };
 
 void record_part(const PartsRecord& r, int part) noexcept {
   r.runs[part].fetch_add(1);
   r.threads[part] = std::this_thread::get_id();
-  if (part == r.sleep_us_part) std::this_thread::sleep_for(std::chrono::microseconds(r.sleep_us));
+  if (part < 2 && r.sleep_us[part] > 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(r.sleep_us[part]));
 }
 
-// Runs `parts` parts once; returns how often each ran and on which threads.
+// Runs `parts` parts once; returns how often each ran, and in `where` on which threads.
 std::vector<int> run_parts_once(ThreadPool& pool, int parts, std::vector<std::thread::id>& where,
-                                int64_t sleep_part = -1, int64_t sleep_us = 0) {
+                                int64_t sleep_us_0 = 0, int64_t sleep_us_1 = 0) {
   std::vector<std::atomic<int>> runs(size_t(std::max(parts, 1)));
   where.assign(size_t(std::max(parts, 1)), std::thread::id());
   pool.run_parts<PartsRecord, record_part>(
-      parts, PartsRecord{runs.data(), where.data(), sleep_part, sleep_us});
+      parts, PartsRecord{runs.data(), where.data(), {sleep_us_0, sleep_us_1}});
   std::vector<int> out;
   for (int i = 0; i < parts; ++i) out.push_back(runs[size_t(i)].load());
   return out;
 }
 
+// A part 0 that holds its job (and so the pool) until released.
+struct Gate {
+  std::atomic<int>* entered;
+  std::atomic<int>* release;
+};
+
+void gate_part(const Gate& g, int part) noexcept {
+  if (part != 0) return;
+  g.entered->store(1);
+  while (g.release->load() == 0) std::this_thread::yield();
+}
+
+// Parts that spin for about `us` microseconds, counting their runs.
+struct Busy {
+  std::atomic<int>* runs;
+  int64_t us;
+};
+
+void busy_part(const Busy& b, int part) noexcept {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(b.us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+  b.runs[part].fetch_add(1);
+}
+
 }  // namespace
 
-TEST_CASE("run_parts runs every part once, part 0 on the caller, the others on workers",
+TEST_CASE("run_parts runs every part exactly once; parts past the workers on the caller",
           "[thread_pool]") {
   for (int threads : {1, 2, 3, 4}) {
     ThreadPool pool(threads);
@@ -115,31 +142,71 @@ TEST_CASE("run_parts runs every part once, part 0 on the caller, the others on w
         const std::vector<int> runs = run_parts_once(pool, parts, where);
         INFO("threads " << threads << " parts " << parts << " rep " << rep);
         REQUIRE(runs == std::vector<int>(size_t(parts), 1));
-        for (int part = 0; part < parts; ++part) {
-          // Parts past the workers run on the caller, as part 0 does.
-          const bool on_caller = part == 0 || part >= threads;
-          REQUIRE((where[size_t(part)] == std::this_thread::get_id()) == on_caller);
-        }
+        if (parts > 0) REQUIRE(where[0] == std::this_thread::get_id());
+        for (int part = threads; part < parts; ++part)
+          REQUIRE(where[size_t(part)] == std::this_thread::get_id());
       }
     }
   }
 }
 
-TEST_CASE("run_parts wakes sleeping workers and waits for a slow one", "[thread_pool]") {
+TEST_CASE("run_parts: workers, asleep or not, take their parts while the caller's part runs",
+          "[thread_pool]") {
   ThreadPool pool(3);
-  for (int rep = 0; rep < 6; ++rep) {
-    // Past every poll (at most 1 ms): the workers sleep on the condition variable.
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int rep = 0; rep < 4; ++rep) {
+    // Every other time past every poll (at most 1 ms): the workers sleep on the condition variable.
+    if (rep % 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::vector<std::thread::id> where;
-    // A worker's part that outlasts the caller's poll (at least 50 us): the caller sleeps too.
-    const std::vector<int> runs = run_parts_once(pool, 3, where, rep % 3, 3000);
+    // Part 0 (the caller's) long enough for any worker to wake and claim its part; on odd reps
+    // part 1 outlasts it by far, so that the caller sleeps until its worker answers.
+    const std::vector<int> runs = run_parts_once(pool, 3, where, 20000, rep % 2 ? 40000 : 0);
     REQUIRE(runs == std::vector<int>{1, 1, 1});
     REQUIRE(where[1] != std::this_thread::get_id());
+    REQUIRE(where[2] != std::this_thread::get_id());
     REQUIRE(where[2] != where[1]);
   }
+  REQUIRE(pool.parts_taken_back() == 0);
 }
 
-TEST_CASE("run_parts and parallel_for from many callers: nothing lost, a busy pool runs inline",
+TEST_CASE("run_parts on a busy pool runs every part on the caller, counted", "[thread_pool]") {
+  ThreadPool pool(2);
+  std::atomic<int> entered{0}, release{0};
+  std::thread holder([&] { pool.run_parts<Gate, gate_part>(2, Gate{&entered, &release}); });
+  while (entered.load() == 0) std::this_thread::yield();
+  const int64_t before = pool.busy_fallbacks();
+  std::vector<std::thread::id> where;
+  REQUIRE(run_parts_once(pool, 3, where) == std::vector<int>{1, 1, 1});
+  for (const std::thread::id& t : where) REQUIRE(t == std::this_thread::get_id());
+  REQUIRE(pool.busy_fallbacks() == before + 1);
+  release.store(1);
+  holder.join();
+}
+
+TEST_CASE("run_parts: the caller takes back the part of a worker with no core to run on",
+          "[thread_pool]") {
+  // A thread pinned to one CPU makes the pool there: its worker inherits the pin, so it runs only
+  // when the caller is preempted. The caller, done with its own part, runs the worker's instead
+  // of spinning until the scheduler switches.
+  int64_t taken_back = -1;
+  std::vector<int> runs_seen;
+  std::thread pinned([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+    ThreadPool pool(2);
+    std::vector<std::atomic<int>> runs(2);
+    for (int job = 0; job < 200; ++job) pool.run_parts<Busy, busy_part>(2, Busy{runs.data(), 20});
+    taken_back = pool.parts_taken_back();
+    runs_seen = {runs[0].load(), runs[1].load()};
+  });
+  pinned.join();
+  REQUIRE(taken_back >= 0);  // the pin took
+  CHECK(runs_seen == std::vector<int>{200, 200});
+  CHECK(taken_back > 0);
+}
+
+TEST_CASE("run_parts and parallel_for from many callers: every part and index exactly once",
           "[thread_pool]") {
   ThreadPool pool(2);
   std::atomic<int64_t> parallel_sum{0};
@@ -152,7 +219,8 @@ TEST_CASE("run_parts and parallel_for from many callers: nothing lost, a busy po
           pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { parallel_sum.fetch_add(e - b); });
         } else {
           std::vector<std::thread::id> where;
-          if (run_parts_once(pool, 2 + rep % 2, where) != std::vector<int>(size_t(2 + rep % 2), 1))
+          const int parts = 2 + rep % 2;
+          if (run_parts_once(pool, parts, where) != std::vector<int>(size_t(parts), 1))
             bad.fetch_add(1);
         }
       }
@@ -160,7 +228,6 @@ TEST_CASE("run_parts and parallel_for from many callers: nothing lost, a busy po
   for (auto& c : callers) c.join();
   REQUIRE(bad.load() == 0);
   REQUIRE(parallel_sum.load() == 64 * 6 * 100);
-  REQUIRE(pool.busy_fallbacks() > 0);
 }
 
 TEST_CASE("run_parts after set_num_threads", "[thread_pool]") {
@@ -168,7 +235,7 @@ TEST_CASE("run_parts after set_num_threads", "[thread_pool]") {
   std::vector<std::thread::id> where;
   REQUIRE(run_parts_once(pool, 2, where) == std::vector<int>{1, 1});
   pool.set_num_threads(4);
-  REQUIRE(run_parts_once(pool, 4, where) == std::vector<int>{1, 1, 1, 1});
+  REQUIRE(run_parts_once(pool, 4, where, 20000) == std::vector<int>{1, 1, 1, 1});
   REQUIRE(where[3] != std::this_thread::get_id());
   pool.set_num_threads(1);
   REQUIRE(run_parts_once(pool, 3, where) == std::vector<int>{1, 1, 1});

@@ -21,7 +21,7 @@ struct GlobalOptions {
   CacheMode cache = CacheMode::on;
   std::string dump_dir;  // KILN_DUMP; empty: no dumps
   LogLevel log = LogLevel::warn;
-  int num_threads = 0;  // KILN_NUM_THREADS; 0: number of cores
+  int num_threads = 0;  // KILN_NUM_THREADS; 0: the cores this process may run on (its affinity)
   IsaCap isa = IsaCap::none;
   int64_t cache_max_bytes = int64_t{1} << 30;
 

@@ -1,4 +1,5 @@
 #include "jit/thread_pool.h"
+#include "support/log.h"
 
 #include <kiln/options.h>
 
@@ -20,6 +21,11 @@ namespace {
 // after each job.
 constexpr std::chrono::nanoseconds kMinSpin = std::chrono::microseconds{50};
 constexpr std::chrono::nanoseconds kMaxSpin = std::chrono::microseconds{1000};
+// run_parts: how long at least a caller done with its own part waits for a worker to claim its
+// part before it runs it (a spinning worker claims one 0.2-0.3 us after the post).
+constexpr std::chrono::nanoseconds kMinClaimWait = std::chrono::microseconds{1};
+// Parts taken back from workers awake but late before that is logged as a warning.
+constexpr int64_t kStarvedWarnAfter = 100;
 
 std::chrono::nanoseconds spin_after(std::chrono::steady_clock::time_point work_start) {
   return std::clamp<std::chrono::nanoseconds>(2 * (std::chrono::steady_clock::now() - work_start),
@@ -31,7 +37,8 @@ std::chrono::nanoseconds spin_after(std::chrono::steady_clock::time_point work_s
 bool ThreadPool::spin_until(const std::function<bool()>& ready, std::chrono::nanoseconds spin) {
   const auto deadline = std::chrono::steady_clock::now() + spin;
   for (;;) {
-    for (int i = 0; i < 64; ++i) {
+    // 16 polls (about 0.6 us with pauses) between reads of the clock (about 25 ns each).
+    for (int i = 0; i < 16; ++i) {
       if (ready()) return true;
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
@@ -55,6 +62,7 @@ void ThreadPool::start_workers(int n) {
   stop_ = false;
   posts_ = std::make_unique<PartPost[]>(size_t(n));
   answers_ = std::make_unique<PartAnswer[]>(size_t(n));
+  claims_ = std::make_unique<PartClaim[]>(size_t(n));
   sleeps_ = std::make_unique<PartSleep[]>(size_t(n));
   for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -113,6 +121,7 @@ void ThreadPool::worker_loop(int index) {
       const uint64_t part = post.seq.load(std::memory_order_acquire);
       if (part != part_seen) {
         part_seen = part;
+        if (!claim_part(index, part)) continue;  // the caller ran it
         const auto start = std::chrono::steady_clock::now();
         run_posted_part(index, part);
         spin = spin_after(start);
@@ -201,12 +210,27 @@ void ThreadPool::run_parts_raw(int parts, PartFn fn, const void* payload, size_t
   const auto start = std::chrono::steady_clock::now();
   fn(payload, 0);
   for (int part = posted; part < parts; ++part) fn(payload, part);
-  wake_sleeping_workers(posted);
+  const bool woke = wake_sleeping_workers(posted);
   auto answered = [&] {
     for (int i = 1; i < posted; ++i)
       if (answers_[size_t(i)].seq.load(std::memory_order_acquire) != seq) return false;
     return true;
   };
+  // A worker that keeps up has claimed its part long before this (a few hundred ns after the
+  // post); one that has not, after as long again as the caller's own part (at least
+  // kMinClaimWait), has no core to run on, or is asleep: the caller runs its part.
+  const auto wait =
+      std::max<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start, kMinClaimWait);
+  if (!spin_until(answered, wait)) {
+    for (int i = 1; i < posted; ++i) {
+      if (answers_[size_t(i)].seq.load(std::memory_order_acquire) == seq || !claim_part(i, seq))
+        continue;
+      fn(payload, i);
+      answers_[size_t(i)].seq.store(seq, std::memory_order_release);
+      parts_taken_back_.fetch_add(1);
+      log_part_taken_back(i, woke, wait);
+    }
+  }
   if (spin_until(answered, spin_after(start))) return;
   std::unique_lock<std::mutex> lock(mu_);
   caller_waiting_.exchange(1, std::memory_order_acq_rel);  // see PartSleep
@@ -214,14 +238,37 @@ void ThreadPool::run_parts_raw(int parts, PartFn fn, const void* payload, size_t
   caller_waiting_.store(0, std::memory_order_relaxed);
 }
 
-void ThreadPool::wake_sleeping_workers(int posted) {
+bool ThreadPool::wake_sleeping_workers(int posted) {
   bool any = false;
   for (int i = 1; i < posted; ++i)
     any = sleeps_[size_t(i)].sleeping.fetch_add(0, std::memory_order_acq_rel) != 0 || any;
-  if (!any) return;
+  if (!any) return false;
   // Through mu_: a worker that stored `sleeping` holds mu_ until it waits.
   { std::lock_guard<std::mutex> lock(mu_); }
   work_cv_.notify_all();
+  return true;
+}
+
+void ThreadPool::log_part_taken_back(int index, bool woke, std::chrono::nanoseconds waited) {
+  const long us = long(std::chrono::duration_cast<std::chrono::microseconds>(waited).count());
+  // A worker asleep (idle past its spin) takes longer to wake than the part takes; one awake that
+  // is late now and then was preempted (on a VM, by the host); one late again and again has no
+  // core of its own.
+  const int64_t starved = woke ? 0 : starved_taken_back_.fetch_add(1) + 1;
+  if (!logged_first_.exchange(true))
+    KILN_LOG_AT(info) << "thread pool: worker " << index << (woke ? " was asleep and" : "")
+                      << " had not started its part " << us << " us after the caller finished "
+                      << "its own; the caller ran it (counted in parts_taken_back; logged once)";
+  if (starved == kStarvedWarnAfter)
+    KILN_LOG_AT(warn) << "thread pool: " << starved << " parts taken back from workers that were "
+                      << "awake but had not started them: more pool threads than cores this "
+                      << "process may use? KILN_NUM_THREADS sizes the pool (logged once)";
+}
+
+bool ThreadPool::claim_part(int index, uint64_t seq) {
+  std::atomic<uint64_t>& claimed = claims_[size_t(index)].seq;
+  uint64_t last = claimed.load(std::memory_order_relaxed);
+  return last < seq && claimed.compare_exchange_strong(last, seq, std::memory_order_acq_rel);
 }
 
 void ThreadPool::run_posted_part(int index, uint64_t seq) {

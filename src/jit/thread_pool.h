@@ -33,7 +33,8 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  // The process-wide pool, sized from KILN_NUM_THREADS (default: the number of cores).
+  // The process-wide pool, sized from KILN_NUM_THREADS (default: the cores this process may run
+  // on).
   static ThreadPool& global();
 
   int num_threads() const { return num_threads_; }
@@ -46,6 +47,11 @@ class ThreadPool {
   // How many jobs ran inline because the pool was busy (for stats and tests).
   int64_t busy_fallbacks() const { return busy_fallbacks_.load(); }
 
+  // How many run_parts parts the caller took back from a worker that had not started them (for
+  // stats and tests; the first is logged at info, the 100th from workers that were awake at warn:
+  // they have no core to run on).
+  int64_t parts_taken_back() const { return parts_taken_back_.load(); }
+
   // The most bytes a run_parts payload may take.
   static constexpr size_t kPartPayloadBytes = 56;
   // Calls F(payload, part) for every part in [0, parts): part 0 on the calling thread, part i on
@@ -54,7 +60,9 @@ class ThreadPool {
   // only it writes: two lines cross between the cores per worker, where parallel_for's job (under
   // a mutex, a shared chunk counter, a counted join) passes several, one after another. Two
   // threads on a 2-vCPU Intel Xeon VM, a job of two empty parts: 0.40 us against parallel_for's
-  // 0.76-0.87 us; two parts of 0.9 us: 1.26-1.34 us against 1.80-1.94 us. F must not throw.
+  // 0.76-0.87 us; two parts of 0.9 us: 1.26-1.34 us against 1.80-1.94 us. A part its worker has
+  // not started when the caller has spent as long again as on its own part, the caller claims
+  // and runs (a worker without a core: more threads than the process may use). F must not throw.
   // Runs every part on the caller, in order, when the pool is busy with another job (counted in
   // busy_fallbacks).
   template <class Payload, void (*F)(const Payload&, int part) noexcept>
@@ -73,10 +81,15 @@ class ThreadPool {
     F(payload, part);
   }
   void run_parts_raw(int parts, PartFn fn, const void* payload, size_t size);
-  // Runs the part posted on worker `index`'s slot (seq: its number there) and answers.
+  // Claims the part posted on worker `index`'s line as post `seq` (false: already claimed, by
+  // the caller).
+  bool claim_part(int index, uint64_t seq);
+  // Runs the part posted on worker `index`'s line (seq: its number there) and answers.
   void run_posted_part(int index, uint64_t seq);
-  // Wakes the workers asleep among [1, posted) (after the posts).
-  void wake_sleeping_workers(int posted);
+  // Wakes the workers asleep among [1, posted) (after the posts); whether any was.
+  bool wake_sleeping_workers(int posted);
+  // Logs a part taken back from a worker (woke: one that was asleep); see parts_taken_back.
+  void log_part_taken_back(int index, bool woke, std::chrono::nanoseconds waited);
 
   void start_workers(int n);
   void stop_workers();
@@ -118,11 +131,21 @@ class ThreadPool {
   struct alignas(64) PartAnswer {
     std::atomic<uint64_t> seq{0};
   };
+  // The last post each worker's part was claimed for, by the worker as it starts it or by the
+  // caller (see run_parts_raw); a line of its own, which only the worker touches while it keeps
+  // up, so that its claim is a local compare-and-swap.
+  struct alignas(64) PartClaim {
+    std::atomic<uint64_t> seq{0};
+  };
   struct alignas(64) PartSleep {  // a line of its own: the caller's RMW keeps it each job
     std::atomic<int> sleeping{0};
   };
   std::unique_ptr<PartPost[]> posts_;
   std::unique_ptr<PartAnswer[]> answers_;
+  std::unique_ptr<PartClaim[]> claims_;
+  std::atomic<int64_t> parts_taken_back_{0};
+  std::atomic<int64_t> starved_taken_back_{0};  // from workers that were not asleep
+  std::atomic<bool> logged_first_{false};
   std::unique_ptr<PartSleep[]> sleeps_;
   // The job's function: written by the caller under job_mu_ before it posts, and only when it
   // changes, so that the line stays shared while one kind of job repeats.

@@ -2,6 +2,8 @@
 #include <kiln/errors.h>
 #include <kiln/options.h>
 
+#include <sched.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -10,6 +12,16 @@
 namespace kiln {
 
 namespace {
+
+// The cores this process may run on (its CPU affinity: taskset, a cpuset), not the machine's:
+// a pool with more threads than that leaves workers waiting for a core.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc ? static_cast<int>(hc) : 1;
+}
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -63,10 +75,7 @@ GlobalOptions GlobalOptions::from_environment() {
     else
       warn_bad("KILN_NUM_THREADS", n, "a positive integer");
   }
-  if (o.num_threads <= 0) {
-    unsigned hc = std::thread::hardware_concurrency();
-    o.num_threads = hc ? static_cast<int>(hc) : 1;
-  }
+  if (o.num_threads <= 0) o.num_threads = usable_cores();
   if (auto isa = env("KILN_ISA"); !isa.empty()) {
     if (isa == "avx2")
       o.isa = IsaCap::avx2;
