@@ -178,6 +178,7 @@ TEST_CASE("run_parts on a busy pool runs every part on the caller, counted", "[t
   REQUIRE(run_parts_once(pool, 3, where) == std::vector<int>{1, 1, 1});
   for (const std::thread::id& t : where) REQUIRE(t == std::this_thread::get_id());
   REQUIRE(pool.busy_fallbacks() == before + 1);
+  REQUIRE(ThreadPool::busy_fallbacks_total() >= 1);
   release.store(1);
   holder.join();
 }
@@ -188,6 +189,7 @@ TEST_CASE("run_parts: the caller takes back the part of a worker with no core to
   // when the caller is preempted. The caller, done with its own part, runs the worker's instead
   // of spinning until the scheduler switches.
   int64_t taken_back = -1;
+  const int64_t total_before = ThreadPool::parts_taken_back_total();
   std::vector<int> runs_seen;
   std::thread pinned([&] {
     cpu_set_t one;
@@ -204,6 +206,8 @@ TEST_CASE("run_parts: the caller takes back the part of a worker with no core to
   REQUIRE(taken_back >= 0);  // the pin took
   CHECK(runs_seen == std::vector<int>{200, 200});
   CHECK(taken_back > 0);
+  // Counted process-wide too (x86::stats().pool_parts_taken_back).
+  CHECK(ThreadPool::parts_taken_back_total() - total_before >= taken_back);
 }
 
 TEST_CASE("run_parts and parallel_for from many callers: every part and index exactly once",

@@ -27,6 +27,10 @@ constexpr std::chrono::nanoseconds kMinClaimWait = std::chrono::microseconds{1};
 // Parts taken back from workers awake but late before that is logged as a warning.
 constexpr int64_t kStarvedWarnAfter = 100;
 
+// Every pool's busy_fallbacks and parts_taken_back, for the process's stats.
+std::atomic<int64_t> g_busy_fallbacks{0};
+std::atomic<int64_t> g_parts_taken_back{0};
+
 std::chrono::nanoseconds spin_after(std::chrono::steady_clock::time_point work_start) {
   return std::clamp<std::chrono::nanoseconds>(2 * (std::chrono::steady_clock::now() - work_start),
                                               kMinSpin, kMaxSpin);
@@ -47,6 +51,10 @@ bool ThreadPool::spin_until(const std::function<bool()>& ready, std::chrono::nan
     if (std::chrono::steady_clock::now() >= deadline) return ready();
   }
 }
+
+int64_t ThreadPool::busy_fallbacks_total() { return g_busy_fallbacks.load(); }
+
+int64_t ThreadPool::parts_taken_back_total() { return g_parts_taken_back.load(); }
 
 ThreadPool::ThreadPool(int num_threads) { start_workers(std::max(1, num_threads)); }
 
@@ -157,6 +165,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
   std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
   if (!job.owns_lock()) {
     busy_fallbacks_.fetch_add(1);
+    g_busy_fallbacks.fetch_add(1);
     fn(0, n);
     return;
   }
@@ -192,6 +201,7 @@ void ThreadPool::run_parts_raw(int parts, PartFn fn, const void* payload, size_t
   std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
   if (!job.owns_lock()) {
     busy_fallbacks_.fetch_add(1);
+    g_busy_fallbacks.fetch_add(1);
     for (int part = 0; part < parts; ++part) fn(payload, part);
     return;
   }
@@ -228,6 +238,7 @@ void ThreadPool::run_parts_raw(int parts, PartFn fn, const void* payload, size_t
       fn(payload, i);
       answers_[size_t(i)].seq.store(seq, std::memory_order_release);
       parts_taken_back_.fetch_add(1);
+      g_parts_taken_back.fetch_add(1);
       log_part_taken_back(i, woke, wait);
     }
   }

@@ -50,6 +50,9 @@ class ThreadPool {
   // stats and tests; the first is logged at info, the 100th from workers that were awake at warn:
   // they have no core to run on).
   int64_t parts_taken_back() const { return parts_taken_back_.load(); }
+  // busy_fallbacks and parts_taken_back summed over every pool of the process (x86::stats()).
+  static int64_t busy_fallbacks_total();
+  static int64_t parts_taken_back_total();
 
   // The most bytes a run_parts payload may take.
   static constexpr size_t kPartPayloadBytes = 56;

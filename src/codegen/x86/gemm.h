@@ -142,6 +142,11 @@ struct GemmStats {
   int64_t kernels_not_cacheable = 0;  // not position independent: never stored
   double disk_load_ms_total = 0;
   double disk_load_ms_max = 0;
+  // Of every ThreadPool in the process (these GEMMs' and others'): jobs run on the caller alone
+  // because the pool was busy, and run_parts parts the caller took back from a worker that had
+  // not started them (asleep, or with no core to run on).
+  int64_t pool_busy_fallbacks = 0;
+  int64_t pool_parts_taken_back = 0;
 };
 GemmStats stats();
 

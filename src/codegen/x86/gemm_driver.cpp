@@ -426,7 +426,7 @@ struct DirectRowsJob {
 void run_direct_rows_chunk(const DirectRowsJob& job, int chunk) noexcept {
   const GemmPlan::Impl& s = *job.plan;
   const Kernel& k = *s.direct_rows[chunk == s.nchunks - 1];
-  const KernelDesc& d = s.direct_rows[0] ? s.direct_rows[0]->desc : k.desc;
+  const KernelDesc& d = k.desc;  // the problem's strides (every chunk's kernel has them)
   const int64_t r0 = chunk * s.chunk;
   const KernelArgs args{job.bias, job.residual ? job.residual + r0 * d.ld_res : nullptr, s.K, 0, 0,
                         job.scale};
@@ -516,6 +516,8 @@ GemmStats stats() {
   s.kernels_not_cacheable = kernels_not_cacheable();
   s.disk_load_ms_total = disk_load_ms_total();
   s.disk_load_ms_max = disk_load_ms_max();
+  s.pool_busy_fallbacks = ThreadPool::busy_fallbacks_total();
+  s.pool_parts_taken_back = ThreadPool::parts_taken_back_total();
   return s;
 }
 
