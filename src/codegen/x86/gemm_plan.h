@@ -42,6 +42,8 @@ struct GemmPlan::Impl {
   std::vector<const Kernel*> used;  // registry entries live as long as the process
   // direct
   const Kernel* direct = nullptr;
+  // The direct kernel's arguments for a call without bias, residual or scale.
+  KernelArgs bare_args{nullptr, nullptr, 0, 0, 0, 1.0f};
   bool copy_b = false;  // B's columns are not unit-stride: copy B row-major first
   // direct_rows: M in chunks of `chunk` rows (one per thread), kernels by [last chunk]
   const Kernel* direct_rows[2] = {};
@@ -88,8 +90,9 @@ struct GemmPlan::Impl {
   }
   void run(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
   // The common small call, inlined into GemmPlan::run: the direct kernel with no further call,
-  // frame or path switch. False when p takes run().
-  bool run_direct_fast(const GemmProblem& p) const;
+  // frame or path switch, where direct_fits(p) (otherwise p takes run()).
+  bool direct_fits(const GemmProblem& p) const;
+  void run_direct_fast(const GemmProblem& p) const;
   void run_direct(const GemmProblem& p) const;
   void run_direct_rows(const GemmProblem& p, ThreadPool* pool) const;
   void run_skinny(const GemmProblem& p, ThreadPool* pool) const;
