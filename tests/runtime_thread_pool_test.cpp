@@ -210,6 +210,23 @@ TEST_CASE("run_parts: the caller takes back the part of a worker with no core to
   CHECK(ThreadPool::parts_taken_back_total() - total_before >= taken_back);
 }
 
+TEST_CASE(
+    "run_parts warns of starved workers when they miss a share of their parts, not now and "
+    "then",
+    "[thread_pool]") {
+  // Preempted by the host now and then: no warning however long the process runs.
+  CHECK_FALSE(ThreadPool::starved_warrants_warning(100, 1'000'000));
+  CHECK_FALSE(ThreadPool::starved_warrants_warning(5'000, 1'000'000));
+  CHECK_FALSE(ThreadPool::starved_warrants_warning(100, 10'001));
+  // A share of 1% and more, from the 100th on: a pool with more threads than cores.
+  CHECK(ThreadPool::starved_warrants_warning(100, 10'000));
+  CHECK(ThreadPool::starved_warrants_warning(10'000, 1'000'000));
+  CHECK(ThreadPool::starved_warrants_warning(150, 200));
+  // Too few to tell, whatever the share.
+  CHECK_FALSE(ThreadPool::starved_warrants_warning(99, 99));
+  CHECK_FALSE(ThreadPool::starved_warrants_warning(0, 0));
+}
+
 TEST_CASE("run_parts and parallel_for from many callers: every part and index exactly once",
           "[thread_pool]") {
   ThreadPool pool(2);

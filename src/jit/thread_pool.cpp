@@ -24,8 +24,10 @@ constexpr std::chrono::nanoseconds kMaxSpin = std::chrono::microseconds{1000};
 // run_parts: how long at least a caller done with its own part waits for a worker to claim its
 // part before it runs it (a spinning worker claims one 0.2-0.3 us after the post).
 constexpr std::chrono::nanoseconds kMinClaimWait = std::chrono::microseconds{1};
-// Parts taken back from workers awake but late before that is logged as a warning.
+// Parts taken back from workers awake but late before that is logged as a warning, and the
+// share of the parts posted to workers (1 in kStarvedWarnShare) they must make up.
 constexpr int64_t kStarvedWarnAfter = 100;
+constexpr int64_t kStarvedWarnShare = 100;
 
 // Every pool's busy_fallbacks and parts_taken_back, for the process's stats.
 std::atomic<int64_t> g_busy_fallbacks{0};
@@ -209,6 +211,7 @@ void ThreadPool::run_parts_raw(int parts, PartFn fn, const void* payload, size_t
   const int posted = std::min(parts, num_threads_);
   if (part_fn_ != fn) part_fn_ = fn;
   const uint64_t seq = ++part_seq_;
+  parts_posted_ += posted - 1;
   // Plain release stores, so that the caller goes on to its own part while the lines travel.
   // Sleeping workers are woken after that part (a worker that sleeps has a wake-up of some 20 us
   // ahead of it anyway).
@@ -270,10 +273,17 @@ void ThreadPool::log_part_taken_back(int index, bool woke, std::chrono::nanoseco
     KILN_LOG_AT(info) << "thread pool: worker " << index << (woke ? " was asleep and" : "")
                       << " had not started its part " << us << " us after the caller finished "
                       << "its own; the caller ran it (counted in parts_taken_back; logged once)";
-  if (starved == kStarvedWarnAfter)
-    KILN_LOG_AT(warn) << "thread pool: " << starved << " parts taken back from workers that were "
-                      << "awake but had not started them: more pool threads than cores this "
-                      << "process may use? KILN_NUM_THREADS sizes the pool (logged once)";
+  if (!warned_starved_ && starved_warrants_warning(starved, parts_posted_)) {
+    warned_starved_ = true;
+    KILN_LOG_AT(warn) << "thread pool: " << starved << " of " << parts_posted_ << " parts posted "
+                      << "to workers were taken back from workers that were awake but had not "
+                      << "started them: more pool threads than cores this process may use? "
+                      << "KILN_NUM_THREADS sizes the pool (logged once)";
+  }
+}
+
+bool ThreadPool::starved_warrants_warning(int64_t starved, int64_t posted) {
+  return starved >= kStarvedWarnAfter && starved * kStarvedWarnShare >= posted;
 }
 
 bool ThreadPool::claim_part(int index, uint64_t seq) {

@@ -47,9 +47,14 @@ class ThreadPool {
   int64_t busy_fallbacks() const { return busy_fallbacks_.load(); }
 
   // How many run_parts parts the caller took back from a worker that had not started them (for
-  // stats and tests; the first is logged at info, the 100th from workers that were awake at warn:
-  // they have no core to run on).
+  // stats and tests; the first is logged at info, and parts taken back from workers that were
+  // awake are logged at warn once starved_warrants_warning: those workers have no core to run on).
   int64_t parts_taken_back() const { return parts_taken_back_.load(); }
+  // Whether `starved` parts taken back from awake workers, of `posted` parts posted to workers,
+  // point at a pool with more threads than cores: at least 100 of them, and at least 1% of the
+  // parts. A worker on a virtual machine is preempted by its host now and then (about one part in
+  // 10^4 in gemm_bench on a 2-CPU KVM guest); one without a core of its own misses most parts.
+  static bool starved_warrants_warning(int64_t starved, int64_t posted);
   // busy_fallbacks and parts_taken_back summed over every pool of the process (x86::stats()).
   static int64_t busy_fallbacks_total();
   static int64_t parts_taken_back_total();
@@ -90,7 +95,8 @@ class ThreadPool {
   void run_posted_part(int index, uint64_t seq);
   // Wakes the workers asleep among [1, posted) (after the posts); whether any was.
   bool wake_sleeping_workers(int posted);
-  // Logs a part taken back from a worker (woke: one that was asleep); see parts_taken_back.
+  // Logs a part taken back from a worker (woke: one that was asleep); see parts_taken_back. The
+  // caller's, under job_mu_.
   void log_part_taken_back(int index, bool woke, std::chrono::nanoseconds waited);
 
   void start_workers(int n);
@@ -153,6 +159,8 @@ class ThreadPool {
   // changes, so that the line stays shared while one kind of job repeats.
   alignas(64) PartFn part_fn_ = nullptr;
   alignas(64) uint64_t part_seq_ = 0;  // the last job's number (the caller's, under job_mu_)
+  int64_t parts_posted_ = 0;           // parts posted to workers (the caller's, under job_mu_)
+  bool warned_starved_ = false;        // (under job_mu_)
   alignas(64) std::atomic<int> caller_waiting_{0};
 };
 
