@@ -268,11 +268,13 @@ void ThreadPool::log_part_taken_back(int index, bool woke, std::chrono::nanoseco
   // A worker asleep (idle past its spin) takes longer to wake than the part takes; one awake that
   // is late now and then was preempted (on a VM, by the host); one late again and again has no
   // core of its own.
-  const int64_t starved = woke ? 0 : starved_taken_back_.fetch_add(1) + 1;
-  if (!logged_first_.exchange(true))
+  const int64_t starved = woke ? 0 : ++starved_taken_back_;
+  if (!logged_first_) {
+    logged_first_ = true;
     KILN_LOG_AT(info) << "thread pool: worker " << index << (woke ? " was asleep and" : "")
                       << " had not started its part " << us << " us after the caller finished "
                       << "its own; the caller ran it (counted in parts_taken_back; logged once)";
+  }
   if (!warned_starved_ && starved_warrants_warning(starved, parts_posted_)) {
     warned_starved_ = true;
     KILN_LOG_AT(warn) << "thread pool: " << starved << " of " << parts_posted_ << " parts posted "

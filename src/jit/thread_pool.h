@@ -153,14 +153,16 @@ class ThreadPool {
   std::unique_ptr<PartClaim[]> claims_;
   std::unique_ptr<PartSleep[]> sleeps_;
   std::atomic<int64_t> parts_taken_back_{0};
-  std::atomic<int64_t> starved_taken_back_{0};  // from workers that were not asleep
-  std::atomic<bool> logged_first_{false};
   // The job's function: written by the caller under job_mu_ before it posts, and only when it
   // changes, so that the line stays shared while one kind of job repeats.
   alignas(64) PartFn part_fn_ = nullptr;
   alignas(64) uint64_t part_seq_ = 0;  // the last job's number (the caller's, under job_mu_)
-  int64_t parts_posted_ = 0;           // parts posted to workers (the caller's, under job_mu_)
-  bool warned_starved_ = false;        // (under job_mu_)
+  // The caller's, under job_mu_: parts posted to workers, those taken back from workers that
+  // were not asleep, and what has been logged of them.
+  int64_t parts_posted_ = 0;
+  int64_t starved_taken_back_ = 0;
+  bool logged_first_ = false;
+  bool warned_starved_ = false;
   alignas(64) std::atomic<int> caller_waiting_{0};
 };
 

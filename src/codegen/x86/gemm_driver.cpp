@@ -302,8 +302,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
     // On two threads or more, from kSmallSplitMinFmas: direct_rows in chunks of rows, one per
     // thread, handed over by ThreadPool::run_parts (where M makes two chunks).
-    const int64_t lanes = isa == Isa::avx512 ? 16 : 8;
-    if (T > 1 && p.M * ceil_div(p.N, lanes) * p.K >= kSmallSplitMinFmas && b_unit &&
+    if (T > 1 && p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas && b_unit &&
         p.a.col_stride == 1 && s.plan_direct_rows(p, base, T, caches, /*split_only=*/true))
       return std::make_shared<GemmPlan>(std::move(impl));
     s.path = Path::direct;
@@ -329,8 +328,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     return std::make_shared<GemmPlan>(std::move(impl));
 
   // C's columns in one column tile of the direct tiling: each row block reads A's rows once.
-  const bool one_tile = p.N <= int64_t(direct_tiling(isa == Isa::avx512, p.M, p.N).vectors) *
-                                   (isa == Isa::avx512 ? 16 : 8);
+  const bool one_tile =
+      p.N <= int64_t(direct_tiling(isa == Isa::avx512, p.M, p.N).vectors) * isa_lanes(isa);
   const int64_t rows_b_share = one_tile && !direct_k_can ? kDirectRowsBShareOneTile
                                : isa == Isa::avx2        ? kDirectRowsBShare
                                                          : kDirectRowsBShareAvx512;

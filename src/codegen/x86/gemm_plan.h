@@ -29,6 +29,9 @@ inline constexpr int64_t kSmallVolume = 64 * 64 * 64;
 // 1.07x, 40^3 (4800) 0.86x: a hand-over costs about 0.4-0.7 us.
 inline constexpr int64_t kSmallSplitMinFmas = 12 * 1024;
 
+// Floats in one vector register of `isa` (zmm: 16, ymm: 8).
+inline constexpr int64_t isa_lanes(Isa isa) { return isa == Isa::avx512 ? 16 : 8; }
+
 enum class Path : uint8_t { empty, direct, direct_rows, direct_k, skinny, stream, dot, packed };
 
 // Which operand a dot plan (dot_path.cpp) reads along its rows: B's (x @ W.T: up to kDotMaxRows

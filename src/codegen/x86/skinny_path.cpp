@@ -97,7 +97,7 @@ bool GemmPlan::Impl::plan_skinny(const GemmProblem& p, const KernelDesc& base, i
     return false;
   path = Path::skinny;
   const DirectTiling tiling = direct_tiling(isa == Isa::avx512, p.M, p.N);
-  const int64_t tile_w = int64_t(tiling.vectors) * (isa == Isa::avx512 ? 16 : 8);
+  const int64_t tile_w = int64_t(tiling.vectors) * isa_lanes(isa);
   // Enough chunks to feed every thread, each at least a few tiles wide.
   const int64_t want = std::max<int64_t>(1, std::min<int64_t>(T, ceil_div(p.N, 4 * tile_w)));
   chunk = round_up(ceil_div(p.N, want), tile_w);

@@ -72,7 +72,7 @@ GemmProblem row_problem_of_column(const GemmProblem& p) {
 // read one bias value per column).
 void GemmPlan::Impl::plan_stream(const GemmProblem& p, const KernelDesc& base, int64_t T) {
   path = Path::stream;
-  const int64_t vl = isa == Isa::avx512 ? 16 : 8;
+  const int64_t vl = isa_lanes(isa);
   const int64_t tk = base.bias_bcast ? 1 : stream_k_tasks(p.N, p.K, T);
   if (tk > 1) {
     chunk = round_up(ceil_div(p.N, ceil_div(p.N, kStreamMaxCols)), vl);
