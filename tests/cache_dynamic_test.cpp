@@ -3,6 +3,7 @@
 // rediscovering them. Each process is this test binary re-executed with one hidden test.
 #include "child_process.h"
 #include "jit_test_util.h"
+#include "needs_llvm.h"
 
 #include <kiln/kiln.h>
 
@@ -62,7 +63,8 @@ TEST_CASE("dynamic decisions probe", "[.probe]") {
   for (const auto& r : st.recompile_reasons) std::printf("reason: %s\n", r.c_str());
 }
 
-TEST_CASE("the symbolic dims a process settled on are restored by the next", "[cache][dynamic]") {
+TEST_CASE("the symbolic dims a process settled on are restored by the next",
+          "[cache][dynamic]" KILN_NEEDS_LLVM) {
   auto dir = std::filesystem::temp_directory_path() /
              ("kiln-dynamic-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand()));
   std::filesystem::create_directories(dir);

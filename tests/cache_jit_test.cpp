@@ -34,6 +34,7 @@
 #include "cache_test_util.h"
 #include "child_process.h"
 #include "jit/compile.h"
+#include "needs_llvm.h"
 
 extern char** environ;
 
@@ -330,7 +331,8 @@ std::string bump_version(const std::string& v) {  // "0.1.0" -> "0.1.1"
 
 }  // namespace
 
-TEST_CASE("JIT kernels round-trip through the disk cache in new processes", "[cache][jit]") {
+TEST_CASE("JIT kernels round-trip through the disk cache in new processes",
+          "[cache][jit]" KILN_NEEDS_LLVM) {
   constexpr int kKernels = 12;
   TempDir tmp;
   REQUIRE(!tmp.path().empty());
@@ -373,7 +375,8 @@ TEST_CASE("JIT kernels round-trip through the disk cache in new processes", "[ca
                           << "; off " << off["disk_hits"]);
 }
 
-TEST_CASE("changing any key component is a miss, an unchanged key is a hit", "[cache][jit][key]") {
+TEST_CASE("changing any key component is a miss, an unchanged key is a hit",
+          "[cache][jit][key]" KILN_NEEDS_LLVM) {
   constexpr int kKernels = 8;
   TempDir tmp;
   REQUIRE(!tmp.path().empty());
@@ -459,7 +462,7 @@ TEST_CASE("changing any key component is a miss, an unchanged key is a hit", "[c
   WARN("key components, " << n << " LLVM kernels per process:" << table.str());
 }
 
-TEST_CASE("the KILN_ISA cap is part of the key", "[cache][jit][key]") {
+TEST_CASE("the KILN_ISA cap is part of the key", "[cache][jit][key]" KILN_NEEDS_LLVM) {
   if (!__builtin_cpu_supports("avx512f")) {
     WARN("skipped: this CPU has no AVX-512, so KILN_ISA=avx2 changes no code here");
     return;
@@ -495,7 +498,7 @@ TEST_CASE("the KILN_ISA cap is part of the key", "[cache][jit][key]") {
 }
 
 TEST_CASE("8 processes compile and run the same 100 kernels into one cache, 5 rounds",
-          "[cache][jit][stress]") {
+          "[cache][jit][stress]" KILN_NEEDS_LLVM) {
   constexpr int kProcs = 8, kKernels = 100, kRounds = 5;
   TempDir tmp;
   REQUIRE(!tmp.path().empty());
@@ -576,7 +579,7 @@ void edit_entry(const std::string& path, Edit&& edit) {
 }  // namespace
 
 TEST_CASE("a corrupted LLVM object entry is recompiled with the right result and no error",
-          "[cache][jit][corrupt]") {
+          "[cache][jit][corrupt]" KILN_NEEDS_LLVM) {
   constexpr int kKernels = 6;
   TempDir tmp;
   REQUIRE(!tmp.path().empty());

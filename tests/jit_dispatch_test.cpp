@@ -6,8 +6,10 @@
 #include <kiln/kiln.h>
 
 #include <vector>
+#include "needs_llvm.h"
 
-TEST_CASE("jit dispatch: alternating signatures each reach their own variant", "[jit][dispatch]") {
+TEST_CASE("jit dispatch: alternating signatures each reach their own variant",
+          "[jit][dispatch]" KILN_NEEDS_LLVM) {
   kiln::Options o;
   o.dynamic = kiln::DynamicMode::exact;
   kiln::Function f = kiln::jit([](kiln::Tensor x) { return x * 2.0f + 1.0f; }, o);

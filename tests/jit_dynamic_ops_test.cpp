@@ -10,11 +10,12 @@
 // the ops that cannot take some symbolic extent: those dims are kept exact (reported once), the
 // others stay symbolic, and the results are right.
 #include "jit_dynamic_cases.h"
+#include "needs_llvm.h"
 
 // ------------------------------------------------------------------------------------------------
 // Elementwise
 
-TEST_CASE("dynamic ops: unary chains over every dtype", "[jit][dynamic_ops]") {
+TEST_CASE("dynamic ops: unary chains over every dtype", "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 100;
   size_t k = 0;
   for (DType t : all_dtypes()) {
@@ -47,7 +48,7 @@ TEST_CASE("dynamic ops: unary chains over every dtype", "[jit][dynamic_ops]") {
 }
 
 TEST_CASE("dynamic ops: binary, where, compare and cast chains over every dtype, [n] bias",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 200;
   size_t k = 0;
   const std::vector<Pattern> patterns = {
@@ -126,7 +127,7 @@ TEST_CASE("dynamic ops: binary, where, compare and cast chains over every dtype,
 }
 
 TEST_CASE("dynamic ops: broadcasting [n] and [m, 1] against [m, n], mixed dtypes",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 300;
   auto body = [](Tensor x, Tensor col, Tensor row, Tensor i) {
     return std::vector<Tensor>{x * col + row, kiln::where(col > row, x, i), (x + i) * 0.25,
@@ -155,7 +156,7 @@ TEST_CASE("dynamic ops: broadcasting [n] and [m, 1] against [m, n], mixed dtypes
 // Reductions and the row composites
 
 TEST_CASE("dynamic ops: sum mean max min over symbolic and fixed axes, keepdims, negative axes",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 400;
   size_t k = 0;
   auto body = [](Tensor x, Tensor y) {  // x [s, 7], y [5, s, 3]
@@ -205,7 +206,7 @@ TEST_CASE("dynamic ops: sum mean max min over symbolic and fixed axes, keepdims,
 }
 
 TEST_CASE("dynamic ops: softmax, log_softmax, layer_norm, rms_norm over symbolic and fixed rows",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 500;
   size_t k = 0;
   struct Op {
@@ -274,7 +275,7 @@ TEST_CASE("dynamic ops: softmax, log_softmax, layer_norm, rms_norm over symbolic
 }
 
 TEST_CASE("dynamic ops: softmax and log_softmax over a symbolic leading axis (axis 0)",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 600;
   for (DType t : {DType::f32, DType::f64}) {
     auto body = [](Tensor x) {

@@ -2,6 +2,7 @@
 // guards of symbolic variants (0 and 1, divisibility, equal-dims relations), the variant bound,
 // the fallback to exact dims (op-by-op cases: jit_dynamic_ops_test.cpp, _views_test.cpp).
 #include "jit_dynamic_cases.h"
+#include "needs_llvm.h"
 
 namespace {
 
@@ -20,7 +21,8 @@ Tensor mlp_block(Tensor x, Tensor w1, Tensor b1, Tensor w2) {
 
 }  // namespace
 
-TEST_CASE("300 leading dims compile at most 3 times, each result right", "[jit][dynamic]") {
+TEST_CASE("300 leading dims compile at most 3 times, each result right",
+          "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(7);
   auto w1 = make_array(rng, {32, 48}, DType::f32);
   auto b1 = make_array(rng, {48}, DType::f32);
@@ -71,7 +73,8 @@ TEST_CASE("dims seen with one value stay exact", "[jit][dynamic]") {
   CHECK(any_contains(st.recompile_reasons, "float32[s0,16] float32[16,24]"));
 }
 
-TEST_CASE("a variant that assumes a multiple of 16 is not used for 17", "[jit][dynamic]") {
+TEST_CASE("a variant that assumes a multiple of 16 is not used for 17",
+          "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(2);
   auto body = [](Tensor x) { return kiln::softmax(x * 2.0f, -1); };
   Function f = kiln::jit(body, dynamic(DynamicMode::symbolic));
@@ -94,7 +97,7 @@ TEST_CASE("a variant that assumes a multiple of 16 is not used for 17", "[jit][d
   CHECK(f.stats().compiles == 2);
 }
 
-TEST_CASE("extents 0 and 1 take their own variants", "[jit][dynamic]") {
+TEST_CASE("extents 0 and 1 take their own variants", "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(3);
   // b broadcasts against x: with x's rows at 1, a symbolic row count would be wrong.
   auto body = [](Tensor x, Tensor b) { return (x + b).sum(0); };
@@ -107,7 +110,8 @@ TEST_CASE("extents 0 and 1 take their own variants", "[jit][dynamic]") {
   CHECK(f.stats().compiles == 3);
 }
 
-TEST_CASE("equal-dims relations are guards, re-checked on each call", "[jit][dynamic]") {
+TEST_CASE("equal-dims relations are guards, re-checked on each call",
+          "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(4);
   auto body = [](Tensor x, Tensor y) { return x.sum() + y.max(); };
   Function f = kiln::jit(body, dynamic(DynamicMode::symbolic));
@@ -132,7 +136,8 @@ TEST_CASE("equal-dims relations are guards, re-checked on each call", "[jit][dyn
   CHECK(f.stats().compiles == 2);
 }
 
-TEST_CASE("dynamic=False compiles every shape; per-argument dims", "[jit][dynamic]") {
+TEST_CASE("dynamic=False compiles every shape; per-argument dims",
+          "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(5);
   auto body = [](Tensor x, Tensor y) { return x * 2.0f + y; };
   Function exact = kiln::jit(body, dynamic(DynamicMode::exact, 64));
@@ -154,7 +159,8 @@ TEST_CASE("dynamic=False compiles every shape; per-argument dims", "[jit][dynami
   CHECK(any_contains(partial.stats().recompile_reasons, "float32[3,s0] float32[3,s0]:strided"));
 }
 
-TEST_CASE("the variant bound: counted, then the most general variant", "[jit][dynamic]") {
+TEST_CASE("the variant bound: counted, then the most general variant",
+          "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(6);
   auto body = [](Tensor x) { return kiln::exp(x) - 1.0f; };
   Function f = kiln::jit(body, dynamic(DynamicMode::exact, 3));
@@ -176,7 +182,8 @@ TEST_CASE("the variant bound: counted, then the most general variant", "[jit][dy
   CHECK(f.stats().variant_limit_hits == 2);
 }
 
-TEST_CASE("a program that cannot take a dim symbolic keeps it exact", "[jit][dynamic]") {
+TEST_CASE("a program that cannot take a dim symbolic keeps it exact",
+          "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(8);
   // Slicing with a bound on the dynamic axis has no single-symbol extent.
   auto body = [](Tensor x) { return x.index({kiln::Index::slice(1, std::nullopt)}) * 3.0f; };
@@ -193,7 +200,8 @@ TEST_CASE("a program that cannot take a dim symbolic keeps it exact", "[jit][dyn
   CHECK(any_contains(st.fallback_reasons, "arg 0 dim 0: kept exact"));
 }
 
-TEST_CASE("symbolic loop nests vectorize with run-time trip counts", "[jit][dynamic]") {
+TEST_CASE("symbolic loop nests vectorize with run-time trip counts",
+          "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(10);
   auto body = [](Tensor x, Tensor y) { return kiln::tanh(x * 2.0f + y); };
   Function f = kiln::jit(body, dynamic(DynamicMode::symbolic));
@@ -215,7 +223,7 @@ TEST_CASE("symbolic loop nests vectorize with run-time trip counts", "[jit][dyna
 }
 
 TEST_CASE("Tensor::shape() of a symbolic dim throws, so arithmetic on it keeps the dim exact",
-          "[jit][dynamic]") {
+          "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(12);
   auto body = [](Tensor x) { return x.sum(0) * (1.0 / static_cast<double>(x.shape()[0])); };
   Function f = kiln::jit(body);  // automatic: exact first, then dim 0 would become symbolic
@@ -229,7 +237,8 @@ TEST_CASE("Tensor::shape() of a symbolic dim throws, so arithmetic on it keeps t
   CHECK(any_contains(st.recompile_reasons, "is symbolic in this trace and has no extent"));
 }
 
-TEST_CASE("f.call into outputs checks them against the call's symbolic extents", "[jit][dynamic]") {
+TEST_CASE("f.call into outputs checks them against the call's symbolic extents",
+          "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(13);
   auto body = [](Tensor x) { return x * 2.0f; };
   Function f = kiln::jit(body, dynamic(DynamicMode::symbolic));

@@ -1,6 +1,7 @@
 // Symbolic variants of matmuls, attention, views, concatenation and conv2d against the reference
 // interpreter, and the ops that keep a dim exact (the model and DynCase: jit_dynamic_cases.h).
 #include "jit_dynamic_cases.h"
+#include "needs_llvm.h"
 
 namespace {
 const std::vector<Pattern>& matmul_patterns() {
@@ -15,7 +16,7 @@ const std::vector<Pattern>& matmul_patterns() {
 }  // namespace
 
 TEST_CASE("dynamic ops: matmul with symbolic M, K, N, all three, float32 and float64",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 700;
   auto body = [](Tensor x, Tensor w) { return kiln::matmul(x, w); };
   struct Dims {
@@ -95,7 +96,7 @@ TEST_CASE("dynamic ops: matmul with symbolic M, K, N, all three, float32 and flo
 }
 
 TEST_CASE("dynamic ops: batched matmul with a symbolic batch, broadcast weights",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 800;
   for (DType t : {DType::f32, DType::f64}) {
     auto batched = [](Tensor x, Tensor w) { return kiln::matmul(x, w); };
@@ -126,7 +127,8 @@ TEST_CASE("dynamic ops: batched matmul with a symbolic batch, broadcast weights"
   }
 }
 
-TEST_CASE("dynamic ops: matmul of a transposed operand (x.T @ w)", "[jit][dynamic_ops]") {
+TEST_CASE("dynamic ops: matmul of a transposed operand (x.T @ w)",
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 900;
   for (DType t : {DType::f32, DType::f64}) {
     auto body = [](Tensor x, Tensor w) {
@@ -151,7 +153,8 @@ TEST_CASE("dynamic ops: matmul of a transposed operand (x.T @ w)", "[jit][dynami
   }
 }
 
-TEST_CASE("dynamic ops: matmul + bias + gelu/relu/silu epilogues", "[jit][dynamic_ops]") {
+TEST_CASE("dynamic ops: matmul + bias + gelu/relu/silu epilogues",
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1000;
   struct Epi {
     const char* name;
@@ -188,7 +191,7 @@ TEST_CASE("dynamic ops: matmul + bias + gelu/relu/silu epilogues", "[jit][dynami
 }
 
 TEST_CASE("dynamic ops: a transformer MLP block with symbolic tokens and hidden size",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1100;
   auto body = [](Tensor x, Tensor w1, Tensor b1, Tensor w2) {
     Tensor h = kiln::gelu(kiln::matmul(kiln::layer_norm(x), w1) + b1);
@@ -207,7 +210,7 @@ TEST_CASE("dynamic ops: a transformer MLP block with symbolic tokens and hidden 
 }
 
 TEST_CASE("dynamic ops: attention with a symbolic sequence length (and batch)",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1150;
   // scores [s, s]: both dims one symbol; softmax over it; then back to [s, 16].
   auto body = [](Tensor q, Tensor k, Tensor v) {
@@ -243,7 +246,7 @@ TEST_CASE("dynamic ops: attention with a symbolic sequence length (and batch)",
 }
 
 TEST_CASE("dynamic ops: layer_norm and softmax over a symbolic axis that is not the last",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1170;
   auto body = [](Tensor x, Tensor w) {  // x [s, 6]; w [s]: normalized over axis 0
     return std::vector<Tensor>{kiln::layer_norm(x, Tensor(), Tensor(), 0),
@@ -265,7 +268,7 @@ TEST_CASE("dynamic ops: layer_norm and softmax over a symbolic axis that is not 
 // ------------------------------------------------------------------------------------------------
 // Views
 
-TEST_CASE("dynamic ops: transpose and permute", "[jit][dynamic_ops]") {
+TEST_CASE("dynamic ops: transpose and permute", "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1200;
   for (DType t : {DType::f32, DType::i64, DType::boolean, DType::f16}) {
     auto body = [](Tensor x) {
@@ -291,7 +294,7 @@ TEST_CASE("dynamic ops: transpose and permute", "[jit][dynamic_ops]") {
 }
 
 TEST_CASE("dynamic ops: reshape with -1 ([s,4,8] -> [-1,32] and back; [s] -> [-1,1])",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1300;
   for (DType t : {DType::f32, DType::i32}) {
     // per_arg: only s is a symbol (in symbolic mode 4 and 8 would be symbols as well, and 4 * 8
@@ -347,7 +350,7 @@ TEST_CASE("dynamic ops: reshape with -1 ([s,4,8] -> [-1,32] and back; [s] -> [-1
 }
 
 TEST_CASE("dynamic ops: index 0 and 1 on a symbolic axis, full slices, new axes, ellipsis",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1400;
   for (DType t : {DType::f32, DType::i8, DType::boolean}) {
     auto body = [](Tensor x) {  // x [s, 5, 7]: every dim a symbol
@@ -376,7 +379,7 @@ TEST_CASE("dynamic ops: index 0 and 1 on a symbolic axis, full slices, new axes,
 }
 
 TEST_CASE("dynamic ops: broadcast_to with symbolic dims (-1) and new leading dims",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1500;
   // The target shape comes from the traced shapes: a symbolic dim reports -1, which broadcast_to
   // takes as "x's own symbolic dim here"; the reference trace sees the concrete extents.
@@ -409,7 +412,7 @@ TEST_CASE("dynamic ops: broadcast_to with symbolic dims (-1) and new leading dim
 // concatenate, conv2d
 
 TEST_CASE("dynamic ops: concatenate along a concrete axis of symbolic-row tensors",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1600;
   for (DType t : {DType::f32, DType::i32, DType::boolean, DType::bf16}) {
     // [s,5], [s,7] (int8), [s,1], [s,0]
@@ -452,7 +455,8 @@ TEST_CASE("dynamic ops: concatenate along a concrete axis of symbolic-row tensor
   c.expect_symbolic();
 }
 
-TEST_CASE("dynamic ops: conv2d with a symbolic batch (float32)", "[jit][dynamic_ops]") {
+TEST_CASE("dynamic ops: conv2d with a symbolic batch (float32)",
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1700;
   struct Conv {
     const char* name;
@@ -499,7 +503,8 @@ TEST_CASE("dynamic ops: conv2d with a symbolic batch (float32)", "[jit][dynamic_
 // Large extents: the thread split (parallel extent and grain) is evaluated per call from the
 // symbols. These sizes give several chunks per kernel (about 64K operations each).
 
-TEST_CASE("dynamic ops: large symbolic extents split across threads", "[jit][dynamic_ops]") {
+TEST_CASE("dynamic ops: large symbolic extents split across threads",
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1750;
   for (DType t : {DType::f32, DType::i64}) {
     auto body = [](Tensor x, Tensor b) {
@@ -578,7 +583,7 @@ TEST_CASE("dynamic ops: f.call into Array::empty outputs with a zero extent",
 // symbols the program does take stay symbolic.
 
 TEST_CASE("dynamic ops: a bounded slice on a symbolic axis keeps that axis exact",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1800;
   auto body = [](Tensor x) {
     return std::vector<Tensor>{x.index({Index::slice(1, std::nullopt)}) * 3.0f,
@@ -596,7 +601,8 @@ TEST_CASE("dynamic ops: a bounded slice on a symbolic axis keeps that axis exact
                     static_cast<int64_t>(std::set<int64_t>(sizes.begin(), sizes.end()).size()));
 }
 
-TEST_CASE("dynamic ops: index -1 on a symbolic axis keeps that axis exact", "[jit][dynamic_ops]") {
+TEST_CASE("dynamic ops: index -1 on a symbolic axis keeps that axis exact",
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1850;
   auto body = [](Tensor x) { return x.index({Index::at(-1)}) + 1.0f; };
   auto c = dyn_case("index -1", body, symbolic_mode());
@@ -608,7 +614,7 @@ TEST_CASE("dynamic ops: index -1 on a symbolic axis keeps that axis exact", "[ji
 }
 
 TEST_CASE("dynamic ops: concatenate along a symbolic axis keeps that axis exact",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1900;
   auto body = [](Tensor x, Tensor y) {
     return std::vector<Tensor>{kiln::concatenate({x, y}, 0),
@@ -627,7 +633,7 @@ TEST_CASE("dynamic ops: concatenate along a symbolic axis keeps that axis exact"
 }
 
 TEST_CASE("dynamic ops: reshapes merging symbols and conv2d spatial dims keep those dims exact",
-          "[jit][dynamic_ops]") {
+          "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 2000;
   {
     // symbolic mode: 4 and 8 are symbols too, and [-1, 32] would need their product; the

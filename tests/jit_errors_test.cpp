@@ -2,6 +2,7 @@
 // with a message naming what was expected and what was given; the function stays usable after an
 // error, and a failed trace is not cached.
 #include "jit_test_util.h"
+#include "needs_llvm.h"
 
 #include <atomic>
 
@@ -192,7 +193,8 @@ TEST_CASE("jit errors: conv2d channel mismatch and bad parameters", "[jit][error
       {x, w3, bias}, {"conv2d", "bias", "[5]"});
 }
 
-TEST_CASE("jit errors: wrong number of arguments is a kiln::Error", "[jit][errors]") {
+TEST_CASE("jit errors: wrong number of arguments is a kiln::Error",
+          "[jit][errors]" KILN_NEEDS_LLVM) {
   Rng rng(7);
   std::vector<TestArray> keep;
   kiln::Function f = kiln::jit([](Tensor a, Tensor b) { return a * b; });
@@ -220,7 +222,7 @@ TEST_CASE("jit errors: a traced function that returns nothing or an undefined Te
   expect_error<kiln::Error>(kiln::jit([](Tensor a) { return a + Tensor(); }), {x}, {"undefined"});
 }
 
-TEST_CASE("jit errors: f.call with wrong output arrays", "[jit][errors]") {
+TEST_CASE("jit errors: f.call with wrong output arrays", "[jit][errors]" KILN_NEEDS_LLVM) {
   Rng rng(9);
   std::vector<TestArray> keep;
   auto fn = [](Tensor a) { return std::vector<Tensor>{a * 2.0, a.sum()}; };
@@ -264,7 +266,7 @@ TEST_CASE("jit errors: f.call with wrong output arrays", "[jit][errors]") {
 }
 
 TEST_CASE("jit errors: the function stays usable after an error, and trace errors are not cached",
-          "[jit][errors]") {
+          "[jit][errors]" KILN_NEEDS_LLVM) {
   Rng rng(10);
   std::vector<TestArray> keep;
   std::atomic<int> traces{0};
@@ -295,7 +297,7 @@ TEST_CASE("jit errors: the function stays usable after an error, and trace error
 }
 
 TEST_CASE("jit errors: an exception thrown by user code while tracing propagates unchanged",
-          "[jit][errors]") {
+          "[jit][errors]" KILN_NEEDS_LLVM) {
   Rng rng(11);
   std::vector<TestArray> keep;
   struct Boom : std::runtime_error {

@@ -2,6 +2,7 @@
 // fusion pass promises (softmax, layer_norm, rms_norm and a 5-op chain: one kernel each), and the
 // fused patterns, including reductions broadcast back (`x.sum(1)[:, None] + y`), stay correct.
 #include "jit_test_util.h"
+#include "needs_llvm.h"
 
 using namespace jt;
 using kiln::Index;
@@ -31,7 +32,7 @@ void expect_kernels(F fn, const std::vector<TestArray>& ins, size_t n, const std
 }  // namespace
 
 TEST_CASE("jit fusion: softmax, log_softmax, layer_norm, rms_norm are one kernel each",
-          "[jit][fusion]") {
+          "[jit][fusion]" KILN_NEEDS_LLVM) {
   Rng rng(1);
   for (auto shape : std::vector<std::vector<int64_t>>{{64, 130}, {7, 33}, {1, 1}, {3, 5, 17}}) {
     TestArray x = make_array(rng, shape, DType::f32, Layout::contiguous, Values::wide);
@@ -54,7 +55,7 @@ TEST_CASE("jit fusion: softmax, log_softmax, layer_norm, rms_norm are one kernel
   expect_kernels([](Tensor a) { return kiln::layer_norm(a); }, {xh}, 1, "layer_norm f16", 12);
 }
 
-TEST_CASE("jit fusion: a 5-op elementwise chain is one kernel", "[jit][fusion]") {
+TEST_CASE("jit fusion: a 5-op elementwise chain is one kernel", "[jit][fusion]" KILN_NEEDS_LLVM) {
   Rng rng(2);
   for (Layout lay : {Layout::contiguous, Layout::strided, Layout::transposed}) {
     TestArray x = make_array(rng, {130, 33}, DType::f32, lay);
@@ -76,7 +77,8 @@ TEST_CASE("jit fusion: a 5-op elementwise chain is one kernel", "[jit][fusion]")
                  {x, col}, 1, "chain with transposes and a broadcast");
 }
 
-TEST_CASE("jit fusion: reductions broadcast back into elementwise work", "[jit][fusion]") {
+TEST_CASE("jit fusion: reductions broadcast back into elementwise work",
+          "[jit][fusion]" KILN_NEEDS_LLVM) {
   Rng rng(3);
   TestArray x = make_array(rng, {33, 17}, DType::f32, Layout::negative);
   TestArray y = make_array(rng, {33, 17}, DType::f32);
@@ -129,7 +131,8 @@ TEST_CASE("jit fusion: reductions broadcast back into elementwise work", "[jit][
       {z}, {.tol_scale = 45, .label = "middle-axis reductions broadcast back"});
 }
 
-TEST_CASE("jit fusion: the inspection lists each kernel's ops and backend", "[jit][fusion]") {
+TEST_CASE("jit fusion: the inspection lists each kernel's ops and backend",
+          "[jit][fusion]" KILN_NEEDS_LLVM) {
   Rng rng(4);
   TestArray x = make_array(rng, {16, 32}, DType::f32);
   TestArray w = make_array(rng, {32, 8}, DType::f32);

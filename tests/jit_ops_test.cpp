@@ -3,6 +3,7 @@
 // negative and zero strides) and every dtype each op takes. Each case compiles one kernel set, so
 // the number of cases is budgeted (a few hundred compiles in all).
 #include "jit_test_util.h"
+#include "needs_llvm.h"
 
 #include <functional>
 #include <limits>
@@ -88,7 +89,8 @@ static const std::vector<UnaryCase>& unary_cases() {
   return v;
 }
 
-TEST_CASE("jit ops: unary ops over every dtype, random shapes and layouts", "[jit][ops]") {
+TEST_CASE("jit ops: unary ops over every dtype, random shapes and layouts",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1000;
   size_t k = 0;
   for (const UnaryCase& c : unary_cases()) {
@@ -105,7 +107,8 @@ TEST_CASE("jit ops: unary ops over every dtype, random shapes and layouts", "[ji
   }
 }
 
-TEST_CASE("jit ops: exp and gelu over sizes 0, 1, odd and large, every layout", "[jit][ops]") {
+TEST_CASE("jit ops: exp and gelu over sizes 0, 1, odd and large, every layout",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 2000;
   for (int64_t n : {0, 1, 3, 7, 17, 33, 130, 1031, 70001}) {
     for (Layout lay : {Layout::contiguous, Layout::strided, Layout::negative}) {
@@ -126,7 +129,8 @@ TEST_CASE("jit ops: exp and gelu over sizes 0, 1, odd and large, every layout", 
   }
 }
 
-TEST_CASE("jit ops: unary ops on special values (nan, inf, -0, large)", "[jit][ops]") {
+TEST_CASE("jit ops: unary ops on special values (nan, inf, -0, large)",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   const double nan = std::numeric_limits<double>::quiet_NaN(),
                inf = std::numeric_limits<double>::infinity();
   std::vector<double> vals = {nan,    inf,  -inf,  0.0,   -0.0,   1e-30,
@@ -175,7 +179,7 @@ static const std::vector<BinaryCase>& binary_cases() {
   return v;
 }
 
-TEST_CASE("jit ops: binary ops over every dtype with broadcasting", "[jit][ops]") {
+TEST_CASE("jit ops: binary ops over every dtype with broadcasting", "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 3000;
   size_t k = 0;
   for (const BinaryCase& c : binary_cases()) {
@@ -197,7 +201,7 @@ TEST_CASE("jit ops: binary ops over every dtype with broadcasting", "[jit][ops]"
   }
 }
 
-TEST_CASE("jit ops: comparisons with many equal elements", "[jit][ops]") {
+TEST_CASE("jit ops: comparisons with many equal elements", "[jit][ops]" KILN_NEEDS_LLVM) {
   // Values drawn from a few integers so that == / <= / >= see ties in every dtype.
   uint64_t seed = 3500;
   for (DType t : all_dtypes()) {
@@ -216,7 +220,8 @@ TEST_CASE("jit ops: comparisons with many equal elements", "[jit][ops]") {
   }
 }
 
-TEST_CASE("jit ops: binary ops with C++ scalars keep the tensor dtype", "[jit][ops]") {
+TEST_CASE("jit ops: binary ops with C++ scalars keep the tensor dtype",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 3600;
   for (DType t : numeric_dtypes()) {
     Rng rng(++seed);
@@ -232,7 +237,7 @@ TEST_CASE("jit ops: binary ops with C++ scalars keep the tensor dtype", "[jit][o
   }
 }
 
-TEST_CASE("jit ops: mixed-dtype promotion", "[jit][ops]") {
+TEST_CASE("jit ops: mixed-dtype promotion", "[jit][ops]" KILN_NEEDS_LLVM) {
   const std::vector<std::pair<DType, DType>> pairs = {
       {DType::f32, DType::i32},     {DType::f16, DType::bf16}, {DType::i8, DType::f16},
       {DType::boolean, DType::i32}, {DType::f32, DType::f64},  {DType::i8, DType::i64},
@@ -250,7 +255,7 @@ TEST_CASE("jit ops: mixed-dtype promotion", "[jit][ops]") {
   }
 }
 
-TEST_CASE("jit ops: integer arithmetic wraps like C++/numpy", "[jit][ops]") {
+TEST_CASE("jit ops: integer arithmetic wraps like C++/numpy", "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 3800;
   for (DType t : {DType::i8, DType::i32, DType::i64}) {
     Rng rng(++seed);
@@ -267,7 +272,7 @@ TEST_CASE("jit ops: integer arithmetic wraps like C++/numpy", "[jit][ops]") {
 // ------------------------------------------------------------------------------------------------
 // where, clip
 
-TEST_CASE("jit ops: where with broadcasting over dtypes", "[jit][ops]") {
+TEST_CASE("jit ops: where with broadcasting over dtypes", "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 4000;
   size_t k = 0;
   for (DType t : all_dtypes()) {
@@ -291,7 +296,7 @@ TEST_CASE("jit ops: where with broadcasting over dtypes", "[jit][ops]") {
       {ci, a, b}, {.label = "where int condition"});
 }
 
-TEST_CASE("jit ops: clip", "[jit][ops]") {
+TEST_CASE("jit ops: clip", "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 4100;
   for (DType t : numeric_dtypes()) {
     Rng rng(++seed);
@@ -308,7 +313,8 @@ TEST_CASE("jit ops: clip", "[jit][ops]") {
 // ------------------------------------------------------------------------------------------------
 // Reductions
 
-TEST_CASE("jit ops: sum mean max min over axes None/int/tuple/negative, keepdims", "[jit][ops]") {
+TEST_CASE("jit ops: sum mean max min over axes None/int/tuple/negative, keepdims",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   struct R {
     const char* name;
     int op;  // 0 sum 1 mean 2 max 3 min
@@ -362,7 +368,8 @@ TEST_CASE("jit ops: sum mean max min over axes None/int/tuple/negative, keepdims
   }
 }
 
-TEST_CASE("jit ops: reductions of large rows and of every axis of a 3-d tensor", "[jit][ops]") {
+TEST_CASE("jit ops: reductions of large rows and of every axis of a 3-d tensor",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 5500;
   {
     Rng rng(++seed);
@@ -402,7 +409,7 @@ TEST_CASE("jit ops: reductions of large rows and of every axis of a 3-d tensor",
 // ------------------------------------------------------------------------------------------------
 // softmax, log_softmax, layer_norm, rms_norm
 
-TEST_CASE("jit ops: softmax and log_softmax over axes and dtypes", "[jit][ops]") {
+TEST_CASE("jit ops: softmax and log_softmax over axes and dtypes", "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 6000;
   size_t k = 0;
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32}) {
@@ -447,7 +454,8 @@ TEST_CASE("jit ops: softmax and log_softmax over axes and dtypes", "[jit][ops]")
       {.tol_scale = 64, .label = "softmax long rows"});
 }
 
-TEST_CASE("jit ops: layer_norm with and without weight/bias, other axes", "[jit][ops]") {
+TEST_CASE("jit ops: layer_norm with and without weight/bias, other axes",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 6100;
   size_t k = 0;
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
@@ -476,7 +484,7 @@ TEST_CASE("jit ops: layer_norm with and without weight/bias, other axes", "[jit]
   }
 }
 
-TEST_CASE("jit ops: rms_norm with and without weight", "[jit][ops]") {
+TEST_CASE("jit ops: rms_norm with and without weight", "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 6200;
   size_t k = 0;
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
@@ -505,7 +513,8 @@ TEST_CASE("jit ops: rms_norm with and without weight", "[jit][ops]") {
 // ------------------------------------------------------------------------------------------------
 // matmul
 
-TEST_CASE("jit ops: matmul 1-d, 2-d, batched with broadcast batch dims", "[jit][ops]") {
+TEST_CASE("jit ops: matmul 1-d, 2-d, batched with broadcast batch dims",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   struct M {
     std::vector<int64_t> a, b;
   };
@@ -547,7 +556,8 @@ TEST_CASE("jit ops: matmul 1-d, 2-d, batched with broadcast batch dims", "[jit][
   }
 }
 
-TEST_CASE("jit ops: matmul of transposed operands (.T) and strided views", "[jit][ops]") {
+TEST_CASE("jit ops: matmul of transposed operands (.T) and strided views",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 7500;
   for (auto [mm, kk, nn] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {5, 7, 3}, {17, 33, 9}, {1, 130, 1}, {64, 16, 33}}) {
@@ -569,7 +579,7 @@ TEST_CASE("jit ops: matmul of transposed operands (.T) and strided views", "[jit
   }
 }
 
-TEST_CASE("jit ops: matmul with fused producers and consumers", "[jit][ops]") {
+TEST_CASE("jit ops: matmul with fused producers and consumers", "[jit][ops]" KILN_NEEDS_LLVM) {
   Rng rng(7600);
   TestArray x = make_array(rng, {9, 33}, DType::f32);
   TestArray w = make_array(rng, {33, 17}, DType::f32, Layout::transposed);
@@ -585,7 +595,7 @@ TEST_CASE("jit ops: matmul with fused producers and consumers", "[jit][ops]") {
 // ------------------------------------------------------------------------------------------------
 // conv2d
 
-TEST_CASE("jit ops: conv2d stride, padding, dilation, groups, bias", "[jit][ops]") {
+TEST_CASE("jit ops: conv2d stride, padding, dilation, groups, bias", "[jit][ops]" KILN_NEEDS_LLVM) {
   struct C {
     int64_t n, c, h, w, o, kh, kw;
     kiln::Conv2dParams p;
@@ -646,7 +656,8 @@ TEST_CASE("jit ops: conv2d stride, padding, dilation, groups, bias", "[jit][ops]
 // ------------------------------------------------------------------------------------------------
 // Views and data movement
 
-TEST_CASE("jit ops: reshape, transpose, broadcast_to on every dtype", "[jit][ops]") {
+TEST_CASE("jit ops: reshape, transpose, broadcast_to on every dtype",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 9000;
   size_t k = 0;
   for (DType t : all_dtypes()) {
@@ -682,7 +693,8 @@ TEST_CASE("jit ops: reshape, transpose, broadcast_to on every dtype", "[jit][ops
       {.label = "scalar and empty views"});
 }
 
-TEST_CASE("jit ops: concatenate along each axis, mixed dtypes, empty pieces", "[jit][ops]") {
+TEST_CASE("jit ops: concatenate along each axis, mixed dtypes, empty pieces",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 9100;
   size_t k = 0;
   for (DType t : all_dtypes()) {
@@ -709,7 +721,7 @@ TEST_CASE("jit ops: concatenate along each axis, mixed dtypes, empty pieces", "[
       {.label = "concatenate i8 f16 i32"});
 }
 
-TEST_CASE("jit ops: astype between every pair of dtypes", "[jit][ops]") {
+TEST_CASE("jit ops: astype between every pair of dtypes", "[jit][ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 9200;
   size_t k = 0;
   for (DType from : all_dtypes()) {
@@ -722,7 +734,8 @@ TEST_CASE("jit ops: astype between every pair of dtypes", "[jit][ops]") {
   }
 }
 
-TEST_CASE("jit ops: astype edge values (wrap, truncation toward zero, rounding)", "[jit][ops]") {
+TEST_CASE("jit ops: astype edge values (wrap, truncation toward zero, rounding)",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   auto ints = make_array_from({8}, DType::i32, {200, -200, 1000, 127, 128, -129, 65535, -1});
   check_against_reference(
       [](Tensor x) {
@@ -749,7 +762,7 @@ TEST_CASE("jit ops: astype edge values (wrap, truncation toward zero, rounding)"
 }
 
 TEST_CASE("jit ops: index with slices, steps, negative steps, integers, new axes, ellipsis",
-          "[jit][ops]") {
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   using I = Index;
   const std::vector<std::pair<std::string, std::vector<I>>> cases = {
       {"[1:5]", {I::slice(1, 5)}},
@@ -795,7 +808,8 @@ TEST_CASE("jit ops: index with slices, steps, negative steps, integers, new axes
 // ------------------------------------------------------------------------------------------------
 // Outputs that are inputs, views of inputs, constants or repeated
 
-TEST_CASE("jit ops: outputs that alias inputs, repeat or are constants", "[jit][ops]") {
+TEST_CASE("jit ops: outputs that alias inputs, repeat or are constants",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   Rng rng(9400);
   TestArray a = make_array(rng, {5, 7}, DType::f32, Layout::negative);
   check_against_reference([](Tensor x) { return x; }, {a},
@@ -823,7 +837,8 @@ TEST_CASE("jit ops: outputs that alias inputs, repeat or are constants", "[jit][
                           {.label = "f.call into caller outputs", .call_into_outputs = true});
 }
 
-TEST_CASE("jit ops: one function reused across layouts reads runtime strides", "[jit][ops]") {
+TEST_CASE("jit ops: one function reused across layouts reads runtime strides",
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   // Same shape, different strides: the signature only records "strided", so one compiled kernel
   // must read each call's strides.
   auto fn = [](Tensor x, Tensor y) { return kiln::tanh(x) * y + x.sum(1, true); };
@@ -847,7 +862,7 @@ TEST_CASE("jit ops: one function reused across layouts reads runtime strides", "
 }
 
 TEST_CASE("jit ops: NaN propagates through maximum, minimum, relu, clip and max/min reductions",
-          "[jit][ops]") {
+          "[jit][ops]" KILN_NEEDS_LLVM) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     auto a = make_array_from({2, 5}, t, {1, nan, -1, 0, 2, -3, 4, nan, 0.5, -0.5});
@@ -873,13 +888,14 @@ TEST_CASE("jit ops: NaN propagates through maximum, minimum, relu, clip and max/
 // Minimal repros of the bugs in tests/BUGS_FOUND.md (the broad tests above fail on them too;
 // these name each one). All four were fixed in src/; kept as regression tests.
 
-TEST_CASE("jit bug 1: float32 log of x < 0.5", "[jit][ops][bugs]") {
+TEST_CASE("jit bug 1: float32 log of x < 0.5", "[jit][ops][bugs]" KILN_NEEDS_LLVM) {
   check_against_reference([](Tensor x) { return kiln::log(x); },
                           {make_array_from({4}, DType::f32, {0.25, 0.4999, 1e-30, 0.75})},
                           {.label = "log(x < 0.5)"});
 }
 
-TEST_CASE("jit bug 2: float16/bfloat16 are rounded only when stored", "[jit][ops][bugs]") {
+TEST_CASE("jit bug 2: float16/bfloat16 are rounded only when stored",
+          "[jit][ops][bugs]" KILN_NEEDS_LLVM) {
   // 1 + erf(x / sqrt 2) cancels: rounding erf to bfloat16 first loses everything.
   check_against_reference([](Tensor x) { return kiln::gelu(x); },
                           {make_array_from({2}, DType::bf16, {-2.5, -3.0})},
@@ -889,12 +905,12 @@ TEST_CASE("jit bug 2: float16/bfloat16 are rounded only when stored", "[jit][ops
                           {.label = "layer_norm bf16"});
 }
 
-TEST_CASE("jit bug 3: integer pow wraps", "[jit][ops][bugs]") {
+TEST_CASE("jit bug 3: integer pow wraps", "[jit][ops][bugs]" KILN_NEEDS_LLVM) {
   check_against_reference([](Tensor x) { return kiln::pow(x, 3.0); },
                           {make_array_from({2}, DType::i8, {9, 2})}, {.label = "int8 pow"});
 }
 
-TEST_CASE("jit bug 4: float -> int casts truncate and wrap", "[jit][ops][bugs]") {
+TEST_CASE("jit bug 4: float -> int casts truncate and wrap", "[jit][ops][bugs]" KILN_NEEDS_LLVM) {
   check_against_reference([](Tensor x) { return x.astype(DType::i8); },
                           {make_array_from({2}, DType::f32, {65520, 300.5})},
                           {.label = "f32 -> i8"});

@@ -10,6 +10,7 @@
 // floats) are applied only to "exact" values (inputs and views/exact ops of them), so that an ulp
 // of difference between kiln and the oracle can never flip a result.
 #include "jit_test_util.h"
+#include "needs_llvm.h"
 
 #include <cstdlib>
 
@@ -445,7 +446,7 @@ uint64_t env_seed() {
 }  // namespace
 
 TEST_CASE("jit random programs: 250 seeded random graphs against the interpreter",
-          "[jit][random]") {
+          "[jit][random]" KILN_NEEDS_LLVM) {
   const uint64_t only = env_seed();
   const uint64_t first = only ? only : 1;
   const uint64_t count = only ? 1 : 250;

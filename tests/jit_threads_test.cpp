@@ -2,6 +2,7 @@
 // once (single flight), a compile/trace error reaches every waiter and is not cached, different
 // functions and signatures in parallel, and f.call into caller-owned outputs from many threads.
 #include "jit_test_util.h"
+#include "needs_llvm.h"
 
 #include <atomic>
 #include <chrono>
@@ -40,7 +41,7 @@ struct Outcome {
 }  // namespace
 
 TEST_CASE("jit threads: 16 threads call one function with a cold cache: one compile, all correct",
-          "[jit][threads]") {
+          "[jit][threads]" KILN_NEEDS_LLVM) {
   Rng rng(100);
   std::atomic<int> traces{0};
   auto fn = [&traces](Tensor x, Tensor w, Tensor b) {
@@ -77,7 +78,7 @@ TEST_CASE("jit threads: 16 threads call one function with a cold cache: one comp
 }
 
 TEST_CASE("jit threads: a compile error reaches every concurrent waiter and is not cached",
-          "[jit][threads]") {
+          "[jit][threads]" KILN_NEEDS_LLVM) {
   Rng rng(101);
   std::atomic<int> traces{0};
   auto fn = [&traces](Tensor a, Tensor b) {
@@ -120,7 +121,7 @@ TEST_CASE("jit threads: a compile error reaches every concurrent waiter and is n
 }
 
 TEST_CASE("jit threads: many threads calling different functions and signatures",
-          "[jit][threads]") {
+          "[jit][threads]" KILN_NEEDS_LLVM) {
   // 4 functions x 3 shapes; 16 threads each call every (function, shape) pair in their own order.
   std::vector<std::function<Tensor(Tensor)>> bodies = {
       [](Tensor x) { return kiln::tanh(x) * 2.0 + 1.0; },
@@ -181,7 +182,8 @@ TEST_CASE("jit threads: many threads calling different functions and signatures"
   }
 }
 
-TEST_CASE("jit threads: f.call into caller-owned outputs from many threads", "[jit][threads]") {
+TEST_CASE("jit threads: f.call into caller-owned outputs from many threads",
+          "[jit][threads]" KILN_NEEDS_LLVM) {
   Rng rng(103);
   auto fn = [](Tensor x, Tensor y) {
     return std::vector<Tensor>{kiln::exp(x) * y, (x * y).sum(0)};
@@ -217,7 +219,8 @@ TEST_CASE("jit threads: f.call into caller-owned outputs from many threads", "[j
   CHECK(f.stats().calls == kThreads * 20);
 }
 
-TEST_CASE("jit threads: a copied Function shares its cache across threads", "[jit][threads]") {
+TEST_CASE("jit threads: a copied Function shares its cache across threads",
+          "[jit][threads]" KILN_NEEDS_LLVM) {
   Rng rng(104);
   auto fn = [](Tensor x) { return kiln::rms_norm(x); };
   kiln::Function f = kiln::jit(fn);
@@ -241,7 +244,7 @@ TEST_CASE("jit threads: a copied Function shares its cache across threads", "[ji
 }
 
 TEST_CASE("jit threads: many threads call one dynamic function with many token counts",
-          "[jit][threads]") {
+          "[jit][threads]" KILN_NEEDS_LLVM) {
   // 8 threads call a dynamic="auto" function with token counts drawn from 1..64 in their own
   // orders while its variants are being decided: every result is right, and the policy settles on
   // a handful of variants (exact first calls, racing threads, the symbolic one, T = 1).

@@ -7,6 +7,7 @@
 
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
+#include "needs_llvm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -94,7 +95,7 @@ TEST_CASE("linear + bias + gelu + residual runs as one x86 kernel", "[x86][backe
 }
 
 TEST_CASE("an epilogue the GEMM cannot fuse is split off; the matmul stays on x86",
-          "[x86][backend]") {
+          "[x86][backend]" KILN_NEEDS_LLVM) {
   const int64_t m = 9, k = 16, n = 20;
   auto x = random_values(m * k, 5), w = random_values(k * n, 6);
   kiln::Function f = kiln::jit([](kiln::Tensor x, kiln::Tensor w) {
@@ -250,7 +251,8 @@ TEST_CASE("a constant weight read in place on one pool size is packed once on an
   CHECK(f.stats().fallbacks == 0);
 }
 
-TEST_CASE("float64 matmul is not x86 work and is not a fallback", "[x86][backend]") {
+TEST_CASE("float64 matmul is not x86 work and is not a fallback",
+          "[x86][backend]" KILN_NEEDS_LLVM) {
   std::vector<double> a(6, 1.0), b(6, 2.0);
   kiln::Function f = kiln::jit([](kiln::Tensor a, kiln::Tensor b) { return kiln::matmul(a, b); });
   auto out = f({kiln::Array::view(a.data(), {2, 3}, kiln::f64),
