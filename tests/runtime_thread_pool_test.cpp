@@ -25,6 +25,28 @@ TEST_CASE("parallel_for covers every index exactly once", "[thread_pool]") {
   }
 }
 
+TEST_CASE(
+    "parallel_for: jobs back to back with fewer chunks than workers; no chunk outlives its job",
+    "[thread_pool]") {
+  // Workers that come late find every chunk taken and leave; none may run a chunk of a job that
+  // has returned, or of the next job with the last one's function.
+  ThreadPool pool(6);
+  std::atomic<bool> inside{false};
+  std::atomic<int64_t> outside_calls{0};
+  for (int job = 0; job < 100000; ++job) {
+    const int64_t n = 2 + job % 4;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    inside.store(true);
+    pool.parallel_for(n, 1, [&, n](int64_t b, int64_t e) {
+      if (!inside.load()) outside_calls.fetch_add(1);
+      for (int64_t i = b; i < e && i < n; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    });
+    inside.store(false);
+    for (int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<size_t>(i)].load() == 1);
+  }
+  REQUIRE(outside_calls.load() == 0);
+}
+
 TEST_CASE("chunks respect the grain", "[thread_pool]") {
   ThreadPool pool(3);
   std::atomic<int64_t> small{0};

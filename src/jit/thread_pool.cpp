@@ -33,9 +33,13 @@ constexpr int64_t kStarvedWarnShare = 100;
 std::atomic<int64_t> g_busy_fallbacks{0};
 std::atomic<int64_t> g_parts_taken_back{0};
 
-std::chrono::nanoseconds spin_after(std::chrono::steady_clock::time_point work_start) {
-  return std::clamp<std::chrono::nanoseconds>(2 * (std::chrono::steady_clock::now() - work_start),
-                                              kMinSpin, kMaxSpin);
+// `at_least`: a worker's poll after a parallel_for job also covers the last job's length.
+std::chrono::nanoseconds spin_after(std::chrono::steady_clock::time_point work_start,
+                                    std::chrono::nanoseconds at_least = {}) {
+  return std::clamp<std::chrono::nanoseconds>(
+      2 * std::max<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - work_start,
+                                             at_least),
+      kMinSpin, kMaxSpin);
 }
 
 }  // namespace
@@ -137,24 +141,35 @@ void ThreadPool::worker_loop(int index) {
         spin = spin_after(start);
         continue;
       }
-      std::unique_lock<std::mutex> lock(mu_);
-      if (generation_ == seen) continue;
-      seen = generation_;
-      if (!fn_) continue;  // woke after that job had already finished
+      // A parallel_for job, joined without mu_ (see job_open_): counted first, then its
+      // parameters read only if it is still open, so that the caller waits for this worker.
+      const uint64_t job = generation_.load(std::memory_order_acquire);
+      if (job == seen) continue;
+      seen = job;
+      busy_workers_.fetch_add(1, std::memory_order_seq_cst);
+      if (job_open_.load(std::memory_order_seq_cst) != job) {
+        leave_job();  // woke after that job had closed
+        continue;
+      }
       fn = fn_;
       n = n_;
       chunk = chunk_;
-      ++busy_workers_;
     }
     const auto start = std::chrono::steady_clock::now();
     run_chunks(fn, n, chunk);
-    spin = spin_after(start);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      --busy_workers_;
-    }
-    done_cv_.notify_all();
+    // A worker that came late and found every chunk taken polls as long as the caller's jobs
+    // take, not as long as its empty share (or it sleeps through the next job's start).
+    spin =
+        spin_after(start, std::chrono::nanoseconds(last_job_ns_.load(std::memory_order_relaxed)));
+    leave_job();
   }
+}
+
+void ThreadPool::leave_job() {
+  if (busy_workers_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // Through mu_, as the caller checks busy_workers_ under it before it waits.
+  { std::lock_guard<std::mutex> lock(mu_); }
+  done_cv_.notify_all();
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
@@ -174,27 +189,34 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
   // About four chunks per thread balances load without much scheduling cost.
   int64_t chunks = std::min<int64_t>(n / grain, int64_t{4} * num_threads_);
   chunks = std::max<int64_t>(1, chunks);
+  const auto start = std::chrono::steady_clock::now();
   {
+    // Under mu_ for the workers asleep on work_cv_, whose predicate reads generation_.
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
     n_ = n;
     chunk_ = (n + chunks - 1) / chunks;
     next_.store(0);
     error_ = nullptr;
-    ++generation_;
+    const uint64_t job = generation_.load(std::memory_order_relaxed) + 1;
+    job_open_.store(job, std::memory_order_seq_cst);
+    generation_.store(job, std::memory_order_release);
   }
   work_cv_.notify_all();
-  const auto start = std::chrono::steady_clock::now();
   run_chunks(&fn, n, chunk_);
+  // Every chunk is taken: close the job. A worker counted in busy_workers_ before this store saw
+  // it open and is waited for; one counted after it sees it closed and reads nothing of it.
+  job_open_.store(0, std::memory_order_seq_cst);
   std::exception_ptr err;
-  spin_until([&] { return busy_workers_ == 0; }, spin_after(start));
+  auto done = [&] { return busy_workers_.load(std::memory_order_seq_cst) == 0; };
+  spin_until(done, spin_after(start));
   {
     std::unique_lock<std::mutex> lock(mu_);
-    // Every worker that took this job's parameters is counted in busy_workers_.
-    done_cv_.wait(lock, [&] { return busy_workers_ == 0; });
+    done_cv_.wait(lock, done);
     err = error_;
-    fn_ = nullptr;
   }
+  last_job_ns_.store(int64_t((std::chrono::steady_clock::now() - start).count()),
+                     std::memory_order_relaxed);
   if (err) std::rethrow_exception(err);
 }
 

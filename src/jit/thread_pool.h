@@ -2,7 +2,8 @@
 // finds the pool busy runs its loop on its own thread, so many caller threads never oversubscribe
 // the cores. The calling thread always takes part in its own job.
 // Workers, and a caller waiting for its workers, poll for a while (twice their part of the last
-// job, 50 us to 1 ms; see thread_pool.cpp) before they sleep on a condition variable: waking a
+// job, and a worker at least twice the last parallel_for job's length, 50 us to 1 ms; see
+// thread_pool.cpp) before they sleep on a condition variable: waking a
 // sleeping thread took about 20 us on a virtualized Zen 3, as long as a whole 128^3 GEMM's share,
 // and jobs of a serving loop follow each other closely.
 // run_parts is a second way in for jobs of a few microseconds: a static split whose parts reach
@@ -99,6 +100,9 @@ class ThreadPool {
   // caller's, under job_mu_.
   void log_part_taken_back(int index, bool woke, std::chrono::nanoseconds waited);
 
+  // A worker leaves a parallel_for job it counted itself in (see job_open_).
+  void leave_job();
+
   void start_workers(int n);
   void stop_workers();
   void worker_loop(int index);
@@ -117,10 +121,20 @@ class ThreadPool {
   // thread can read them without it.
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> generation_{0};
+  // parallel_for: the running job's generation while workers may join it, 0 once every chunk is
+  // taken. A worker joins without mu_ (each join took mu_, so at every job's start the workers
+  // queued on it, through a futex wake-up each where they collided): it counts itself in
+  // busy_workers_, then reads the parameters (fn_, n_, chunk_) only if its job is still open; the
+  // caller closes the job, then waits for busy_workers_ to reach 0 (sequentially consistent: either
+  // the worker sees the job closed or the caller sees it counted). The last worker out notifies the
+  // caller through mu_.
+  std::atomic<uint64_t> job_open_{0};
   std::atomic<int> busy_workers_{0};
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 0;
+  // The last parallel_for job's length (ns): workers poll as long after each job (see spin_after).
+  std::atomic<int64_t> last_job_ns_{0};
   std::atomic<int64_t> next_{0};
   std::atomic<int64_t> busy_fallbacks_{0};
   std::exception_ptr error_;
