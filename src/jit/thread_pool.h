@@ -3,9 +3,9 @@
 // the cores. The calling thread always takes part in its own job.
 // Workers, and a caller waiting for its workers, poll for a while (twice their part of the last
 // job, and a worker at least twice the last parallel_for job's length, 50 us to 1 ms; see
-// thread_pool.cpp) before they sleep on a condition variable: waking a
-// sleeping thread took about 20 us on a virtualized Zen 3, as long as a whole 128^3 GEMM's share,
-// and jobs of a serving loop follow each other closely.
+// thread_pool.cpp) before they sleep on a condition variable: waking a sleeping thread took about
+// 20 us on a virtualized Zen 3, as long as a whole 128^3 GEMM's share, and jobs of a serving loop
+// follow each other closely.
 // run_parts is a second way in for jobs of a few microseconds: a static split whose parts reach
 // the workers through cache lines of their own.
 #pragma once
