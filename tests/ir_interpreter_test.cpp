@@ -337,7 +337,7 @@ TEST_CASE("interp: cast", "[interp][cast]") {
   CHECK(same(run(make_cast(b, DType::f32), {b}, {ht(DType::boolean, {2}, {1, 0})}).values, {1, 0}));
 }
 
-TEST_CASE("interp: f16/bf16 intermediates are not rounded; casts and outputs are",
+TEST_CASE("interp: f16/bf16 intermediates are not rounded, casts and outputs are",
           "[interp][round]") {
   const double eps = std::ldexp(1.0, -11);  // 1 + 2^-11 is not a float16
   for (DType t : {DType::f16, DType::bf16}) {
@@ -461,7 +461,7 @@ TEST_CASE("interp: max/min propagate NaN", "[interp][reduce]") {
   CHECK(same(run(make_reduce(Op::ReduceMax, x, {1}, false), {x}, {first_nan}).values, {kNaN, 5}));
 }
 
-TEST_CASE("interp: sum accumulates in double; integer sums promote", "[interp][reduce]") {
+TEST_CASE("interp: sum accumulates in double, integer sums promote", "[interp][reduce]") {
   // In float32, 1e8 + 1 == 1e8; the oracle sums in double and gets the exact answer.
   NodePtr x = in(0, DType::f32, {3});
   CHECK(run(make_reduce(Op::ReduceSum, x, {0}, false), {x}, {ht(DType::f32, {3}, {1e8, 1, -1e8})})

@@ -369,7 +369,7 @@ TEST_CASE("cse: duplicated subexpressions become one node", "[ir][passes][cse]")
   CHECK(t.outputs[0] != t.outputs[1]);
 }
 
-TEST_CASE("dce: only what the outputs reach is kept; inputs stay in order", "[ir][passes][dce]") {
+TEST_CASE("dce: only what the outputs reach is kept, inputs stay in order", "[ir][passes][dce]") {
   NodePtr x = make_input(0, DType::f32, S({4}));
   NodePtr y = make_input(1, DType::f32, S({4}));
   NodePtr used = make_unary(Op::Exp, x);

@@ -136,7 +136,7 @@ TEST_CASE("equal-dims relations are guards, re-checked on each call",
   CHECK(f.stats().compiles == 2);
 }
 
-TEST_CASE("dynamic=False compiles every shape; per-argument dims",
+TEST_CASE("dynamic=False compiles every shape, per-argument dims",
           "[jit][dynamic]" KILN_NEEDS_LLVM) {
   Rng rng(5);
   auto body = [](Tensor x, Tensor y) { return x * 2.0f + y; };

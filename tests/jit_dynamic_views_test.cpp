@@ -293,7 +293,7 @@ TEST_CASE("dynamic ops: transpose and permute", "[jit][dynamic_ops]" KILN_NEEDS_
   }
 }
 
-TEST_CASE("dynamic ops: reshape with -1 ([s,4,8] -> [-1,32] and back; [s] -> [-1,1])",
+TEST_CASE("dynamic ops: reshape with -1 ([s,4,8] -> [-1,32] and back, [s] -> [-1,1])",
           "[jit][dynamic_ops]" KILN_NEEDS_LLVM) {
   uint64_t seed = 1300;
   for (DType t : {DType::f32, DType::i32}) {

@@ -80,7 +80,7 @@ TEST_CASE("forced materialization splits a row kernel", "[fusion]") {
   REQUIRE(two.groups[0].root == m);
 }
 
-TEST_CASE("outputs that are inputs get a copy kernel; scalar constants are inlined", "[fusion]") {
+TEST_CASE("outputs that are inputs get a copy kernel, scalar constants are inlined", "[fusion]") {
   auto x = make_input(0, kiln::DType::f32, s({3}));
   auto c = make_scalar(2, kiln::DType::f32);
   auto y = make_binary(Op::Mul, x, c);

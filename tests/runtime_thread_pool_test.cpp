@@ -26,7 +26,7 @@ TEST_CASE("parallel_for covers every index exactly once", "[thread_pool]") {
 }
 
 TEST_CASE(
-    "parallel_for: jobs back to back with fewer chunks than workers; no chunk outlives its job",
+    "parallel_for: jobs back to back with fewer chunks than workers, no chunk outlives its job",
     "[thread_pool]") {
   // Workers that come late find every chunk taken and leave; none may run a chunk of a job that
   // has returned, or of the next job with the last one's function.
@@ -154,7 +154,7 @@ void busy_part(const Busy& b, int part) noexcept {
 
 }  // namespace
 
-TEST_CASE("run_parts runs every part exactly once; parts past the workers on the caller",
+TEST_CASE("run_parts runs every part exactly once, parts past the workers on the caller",
           "[thread_pool]") {
   for (int threads : {1, 2, 3, 4}) {
     ThreadPool pool(threads);

@@ -97,7 +97,7 @@ TEST_CASE("the automatic policy: exact first, symbolic once a dim changes", "[po
   CHECK(r.decide(std::vector<Array>{arr({9, 64, 2}), arr({64})}, false).guard.is_exact());
 }
 
-TEST_CASE("symbolic and per-argument policies; multiples of 16", "[policy]") {
+TEST_CASE("symbolic and per-argument policies, multiples of 16", "[policy]") {
   kiln::Options all;
   all.dynamic = kiln::DynamicMode::symbolic;
   kiln::ShapePolicy p(all);

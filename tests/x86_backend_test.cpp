@@ -94,7 +94,7 @@ TEST_CASE("linear + bias + gelu + residual runs as one x86 kernel", "[x86][backe
   check_linear_gelu_residual(128, 4096, 96);
 }
 
-TEST_CASE("an epilogue the GEMM cannot fuse is split off; the matmul stays on x86",
+TEST_CASE("an epilogue the GEMM cannot fuse is split off, the matmul stays on x86",
           "[x86][backend]" KILN_NEEDS_LLVM) {
   const int64_t m = 9, k = 16, n = 20;
   auto x = random_values(m * k, 5), w = random_values(k * n, 6);
@@ -167,7 +167,7 @@ TEST_CASE("x @ w.T (a linear layer's weight layout) reads w in place on the dot 
   }
 }
 
-TEST_CASE("a constant weight is packed once where that pays; different weights share no kernel",
+TEST_CASE("a constant weight is packed once where that pays, different weights share no kernel",
           "[x86][backend]") {
   // m, k, n = 4, 8, 12: the direct kernel reads the weight in place (packed once, the packed path
   // ran it at half the speed); 4, 1024, 2048: packed once (the packed path would pack it on every
