@@ -211,6 +211,57 @@ TEST_CASE("jit errors: wrong number of arguments is a kiln::Error",
                           {.label = "after arity errors", .function = &f});
 }
 
+TEST_CASE("jit errors: a device kiln cannot compile for is a DeviceError, a malformed one an Error",
+          "[jit][errors]") {
+  Rng rng(9);
+  std::vector<TestArray> keep;
+  Array x = f32_array({4}, rng, keep);
+  auto add_one = [](Tensor a) { return a + 1.0; };
+  // No backend compiles for a GPU: the call is refused, on every machine, rather than run on the
+  // CPU; the function is not left with a compiled variant (the next call is refused again).
+  for (const char* device : {"cuda", "cuda:0", "cuda:3"}) {
+    kiln::Options o;
+    o.device = device;
+    kiln::Function f = kiln::jit(add_one, o);
+    for (int call = 0; call < 2; ++call)
+      expect_error<kiln::DeviceError>(f, {x}, {device, "no CUDA backend", "CPU only"});
+    std::vector<Array> outs = {Array::empty({4}, DType::f32)};
+    std::vector<Array> ins = {x};
+    CHECK_THROWS_AS(f.call(ins, outs), kiln::DeviceError);
+    CHECK_THROWS_AS(f.inspect(ins), kiln::DeviceError);
+  }
+  for (const char* device : {"gpu", "", "cuda:", "cuda:x", "CPU", "cuda:-1"}) {
+    INFO("device \"" << device << "\"");
+    kiln::Options o;
+    o.device = device;
+    try {
+      (void)kiln::jit(add_one, o);
+      FAIL("Options::device \"" << device << "\" was accepted");
+    } catch (const kiln::Error& e) {
+      CHECK_THAT(std::string(e.what()),
+                 Contains("Options::device must be") && Contains("got \"" + std::string(device)));
+    }
+  }
+}
+
+TEST_CASE("jit errors: a group no backend of this build compiles is a CompileError naming it",
+          "[jit][errors]") {
+  Rng rng(10);
+  std::vector<TestArray> keep;
+  Array x = f32_array({4}, rng, keep);
+  kiln::Function f = kiln::jit([](Tensor a) { return kiln::exp(a); });
+#ifdef KILN_WITH_LLVM
+  // The LLVM backend takes every group.
+  check_against_reference([](Tensor a) { return kiln::exp(a); }, {keep[0]},
+                          {.label = "exp", .function = &f});
+#else
+  expect_error<kiln::CompileError>(
+      f, {x}, {"no backend in this build can compile an elementwise kernel", "without LLVM"});
+  expect_error<kiln::CompileError>(kiln::jit([](Tensor a) { return kiln::sum(a, {0}); }), {x},
+                                   {"no backend in this build can compile a", "without LLVM"});
+#endif
+}
+
 TEST_CASE("jit errors: a traced function that returns nothing or an undefined Tensor",
           "[jit][errors]") {
   Rng rng(8);

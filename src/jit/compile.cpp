@@ -17,6 +17,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -85,10 +86,12 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
       report.fallbacks.push_back(msg);
     }
   }
-  if (!be)
-    throw CompileError("no backend in this build can compile a " +
-                       std::string(ir::group_kind_name(g.kind)) +
-                       " kernel (kiln was built without LLVM)");
+  if (!be) {
+    const std::string kind(ir::group_kind_name(g.kind));
+    const bool vowel = std::string_view("aeiou").find(kind.front()) != std::string_view::npos;
+    throw CompileError("no backend in this build can compile " + std::string(vowel ? "an " : "a ") +
+                       kind + " kernel (kiln was built without LLVM)");
+  }
   std::string text = describe_group(g, layouts, out_storage) + describe_facts(g, req.guard->facts);
   cache::CacheKey key = kernel_key(*be, text);
   bool want_text = req.keep_text || !global_options().dump_dir.empty();

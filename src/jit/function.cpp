@@ -102,8 +102,23 @@ ir::Graph trace(Function::State& s, const VariantGuard& guard) {
   return g;
 }
 
+// Whether `device` names a device kiln knows: "cpu", "cuda" or "cuda:N".
+bool known_device(const std::string& device) {
+  if (device == "cpu" || device == "cuda") return true;
+  const std::string prefix = "cuda:";
+  return device.size() > prefix.size() && device.compare(0, prefix.size(), prefix) == 0 &&
+         std::all_of(device.begin() + prefix.size(), device.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
 std::shared_ptr<Executable> build(Function::State& s, const VariantGuard& guard, bool keep_text,
                                   CompileReport& report) {
+  // No backend compiles for a GPU yet: running a function asked for one on the CPU instead would
+  // hide where it ran.
+  if (s.options.device != "cpu")
+    throw DeviceError(s.name + ": device \"" + s.options.device +
+                      "\" was asked for, but this build of kiln has no CUDA backend: it compiles "
+                      "for the CPU only (device \"cpu\")");
   ir::Graph g = trace(s, guard);
   CompileRequest req;
   req.graph = &g;
@@ -440,6 +455,9 @@ Function::Function(TraceFn fn, int arity, Options options, std::string name)
   state_->arity = arity;
   state_->options = std::move(options);
   state_->name = std::move(name);
+  if (!known_device(state_->options.device))
+    throw Error(state_->name + ": Options::device must be \"cpu\", \"cuda\" or \"cuda:N\", got \"" +
+                state_->options.device + "\"");
   if (state_->options.max_variants < 1)
     throw Error(state_->name + ": Options::max_variants must be at least 1, got " +
                 std::to_string(state_->options.max_variants));
