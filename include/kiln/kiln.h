@@ -31,6 +31,9 @@ struct DeviceInfo {
   int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
   std::vector<GpuInfo> gpus;  // empty where no CUDA driver is present
   std::string gpu_status;     // why gpus is empty, when it is
+  // The LLVM backend's LLVM version; empty where kiln was built without it (-DKILN_WITH_LLVM=OFF),
+  // which then compiles only what the x86 GEMM backend takes.
+  std::string llvm_version;
 };
 DeviceInfo device_info();
 

@@ -65,6 +65,8 @@ nb::dict device_info() {
   }
   d["gpus"] = gpus;
   d["gpu_status"] = info.gpu_status;
+  // None where kiln was built without LLVM.
+  d["llvm"] = info.llvm_version.empty() ? nb::none() : nb::cast(info.llvm_version);
   d["report"] = kiln::doctor_report();
   return d;
 }

@@ -19,6 +19,30 @@ import pytest  # noqa: E402
 
 import kiln  # noqa: E402
 
+# Whether this kiln has the LLVM backend. Without it (-DKILN_WITH_LLVM=OFF) only what the x86 GEMM
+# backend takes compiles, and the tests marked `llvm` (they compile other kernels) are skipped with
+# that reason; every other test runs and must pass there too.
+HAS_LLVM = kiln.device_info()["llvm"] is not None
+NEEDS_LLVM_REASON = "needs the LLVM backend: kiln was built without LLVM (-DKILN_WITH_LLVM=OFF)"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "llvm: compiles kernels only the LLVM backend builds")
+
+
+def pytest_report_header(config):
+    return f"kiln {kiln.__file__}: " + (f"LLVM {kiln.device_info()['llvm']}" if HAS_LLVM else
+                                        "built without LLVM: the tests marked llvm are skipped")
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_LLVM:
+        return
+    skip = pytest.mark.skip(reason=NEEDS_LLVM_REASON)
+    for item in items:
+        if item.get_closest_marker("llvm"):
+            item.add_marker(skip)
+
 try:
     import ml_dtypes
 

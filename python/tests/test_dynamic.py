@@ -16,6 +16,7 @@ def ref_mlp(x, w1, b1, w2):
     return x + h @ w2
 
 
+@pytest.mark.llvm
 def test_serving_loop_compiles_a_handful_of_times():
     rng = rng_for("serving")
     w1 = rng.normal(size=(32, 64)).astype(np.float32) / 6
@@ -40,6 +41,7 @@ def test_serving_loop_compiles_a_handful_of_times():
     assert any("now symbolic" in r for r in s["recompile_reasons"]), s["recompile_reasons"]
 
 
+@pytest.mark.llvm
 def test_symbolic_dims_inside_the_trace():
     seen = []
 
@@ -58,6 +60,7 @@ def test_symbolic_dims_inside_the_trace():
     assert any("arg 0 dim 1: kept exact" in r for r in s["recompile_reasons"])
 
 
+@pytest.mark.llvm
 def test_python_arithmetic_on_a_symbolic_dim_keeps_it_exact():
     @kiln.jit(cache=False)
     def f(x):
@@ -70,6 +73,7 @@ def test_python_arithmetic_on_a_symbolic_dim_keeps_it_exact():
     assert any("kept exact" in r for r in s["recompile_reasons"]), s["recompile_reasons"]
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("dynamic", [True, {"x": [0]}, {0: [-2]}])
 def test_policies_that_make_the_rows_symbolic(dynamic):
     @kiln.jit(dynamic=dynamic, cache=False)
@@ -86,6 +90,7 @@ def test_policies_that_make_the_rows_symbolic(dynamic):
     assert f.stats()["compiles"] == 1, f.stats()["recompile_reasons"]
 
 
+@pytest.mark.llvm
 def test_rows_of_0_and_1_take_their_own_variants():
     @kiln.jit(dynamic=True, cache=False)
     def f(x, b):
@@ -98,6 +103,7 @@ def test_rows_of_0_and_1_take_their_own_variants():
     assert f.stats()["compiles"] == 3
 
 
+@pytest.mark.llvm
 def test_variant_bound_is_counted():
     @kiln.jit(dynamic=False, max_variants=2, cache=False)
     def f(x):
@@ -124,6 +130,7 @@ def test_outputs_take_the_call_shape_with_strided_inputs():
     assert f.stats()["compiles"] == 1
 
 
+@pytest.mark.llvm
 def test_comparisons_of_symbolic_dims_are_sound():
     @kiln.jit(dynamic=True, cache=False)
     def f(a, b):
@@ -138,6 +145,7 @@ def test_comparisons_of_symbolic_dims_are_sound():
     assert f.stats()["compiles"] == 1, f.stats()["recompile_reasons"]
 
 
+@pytest.mark.llvm
 def test_comparing_a_symbolic_dim_with_an_extent_keeps_it_exact():
     @kiln.jit(cache=False)
     def f(x):

@@ -10,6 +10,9 @@ import kiln
 from conftest import (ALL_DTYPES, BF16, is_float, xfail_if_known, FLOAT_DTYPES, INT_DTYPES, assert_close, dtype_id, f64, np_erf,
                       np_gelu, random_array, rng_for)
 
+# Every test here compiles kernels only the LLVM backend builds (see conftest.py).
+pytestmark = pytest.mark.llvm
+
 SHAPES = [(), (0,), (1,), (7,), (3, 5), (2, 3, 4)]
 
 

@@ -26,6 +26,7 @@ def _ok():
     np.testing.assert_array_equal(add(np.ones(2, np.float32), np.ones(2, np.float32)), 2)
 
 
+@pytest.mark.llvm
 def test_wrong_number_of_arguments():
     _ok()
     with pytest.raises(TypeError, match=r"add\(\) takes 2 positional arguments but 1 was given"):
@@ -37,12 +38,14 @@ def test_wrong_number_of_arguments():
 
 @pytest.mark.parametrize("bad", [np.ones(2, np.uint8), np.ones(2, np.complex64), np.ones(2, np.int16),
                                  np.array(["a", "b"]), np.ones(2, object)], ids=lambda a: str(a.dtype))
+@pytest.mark.llvm
 def test_unsupported_dtype_names_the_argument(bad):
     with pytest.raises(kiln.DTypeError, match=r"argument 1 \('w'\) of add\(\).*unsupported dtype"):
         add(np.ones(2, np.float32), bad)
     _ok()
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("bad", [[1.0, 2.0], "abc", None, {"a": 1}, 1 + 2j])
 def test_non_array_objects(bad):
     with pytest.raises(kiln.DTypeError, match=r"argument 0 \('x'\) of add\(\)"):
@@ -60,6 +63,7 @@ def test_shape_that_breaks_the_traced_program():
     np.testing.assert_array_equal(f(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)), 3)
 
 
+@pytest.mark.llvm
 def test_tracing_error_points_at_the_users_line():
     @kiln.jit
     def bad(x, y):

@@ -10,6 +10,9 @@ import pytest
 import kiln
 from conftest import assert_close, ALL_DTYPES, BF16, dtype_id, f64, random_array, rng_for
 
+# Every test here compiles kernels only the LLVM backend builds (see conftest.py).
+pytestmark = pytest.mark.llvm
+
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_every_dtype_round_trips(dtype):

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import FLOAT_DTYPES, is_narrow, xfail_if_known, INT_DTYPES, assert_close, dtype_id, f64, np_conv2d, random_array, rng_for
+from conftest import (FLOAT_DTYPES, is_narrow, xfail_if_known, INT_DTYPES, assert_close, dtype_id, f64, np_conv2d,
+                      np_gelu, random_array, rng_for)
 
 MATMUL_SHAPES = [
     ((3, 4), (4, 5)), ((1, 1), (1, 1)), ((17, 33), (33, 9)), ((2, 3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)),
@@ -13,6 +14,7 @@ MATMUL_SHAPES = [
 ]
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES + INT_DTYPES[1:], ids=dtype_id)
 def test_matmul(dtype):
     rng = rng_for("matmul", dtype)
@@ -29,12 +31,40 @@ def test_matmul(dtype):
         assert_close(y2, want, dtype, k=k)
 
 
+LINEAR_SHAPES = [(1, 1, 1), (5, 7, 3), (17, 33, 9), (64, 48, 80), (2, 129, 31)]  # (rows, in, out)
+
+
+@pytest.mark.parametrize("act", ["none", "relu", "gelu", "silu"])
+def test_float32_linear_layers_are_one_x86_kernel_in_every_build(act):
+    # A float32 matmul with its bias, activation and residual is the x86 GEMM backend's alone:
+    # one kernel, no fallback, in a build without LLVM too (where nothing else compiles).
+    fn = {"none": lambda v: v, "relu": kiln.relu, "gelu": kiln.gelu, "silu": kiln.silu}[act]
+    ref = {"none": lambda v: v, "relu": lambda v: np.maximum(v, 0), "gelu": np_gelu,
+           "silu": lambda v: v / (1 + np.exp(-v))}[act]
+    rng = rng_for("linear", act)
+    f = kiln.jit(lambda x, w, b: fn(x @ w + b), dynamic=False)
+    g = kiln.jit(lambda x, w, r: x @ w.T + r, dynamic=False)  # transposed weight, residual
+    for m, k, n in LINEAR_SHAPES:
+        x = random_array(rng, (m, k), np.float32)
+        w = random_array(rng, (k, n), np.float32)
+        b = random_array(rng, (n,), np.float32)
+        r = random_array(rng, (m, n), np.float32)
+        assert_close(f(x, w, b), ref(f64(x) @ f64(w) + f64(b)), np.float32, k=k)
+        wt = np.ascontiguousarray(w.T)
+        assert_close(g(x, wt, r), f64(x) @ f64(w) + f64(r), np.float32, k=k)
+    for h in (f, g):
+        s = h.stats()
+        assert s["backend_kernels"] == {"x86": len(LINEAR_SHAPES)}, s
+        assert s["fallbacks"] == 0 and not s["fallback_reasons"], s
+
+
 def test_matmul_shape_mismatch():
     f = kiln.jit(lambda a, b: a @ b)
     with pytest.raises(kiln.ShapeError):
         f(np.ones((2, 3), np.float32), np.ones((4, 5), np.float32))
 
 
+@pytest.mark.llvm
 def test_matmul_with_captured_weights_on_either_side():
     rng = rng_for("captured")
     w = rng.normal(size=(8, 4)).astype(np.float32)
@@ -61,6 +91,7 @@ CONV_CASES = [
 ]
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16], ids=dtype_id)
 @pytest.mark.parametrize("case", range(len(CONV_CASES)))
 def test_conv2d(case, dtype, request):

@@ -10,6 +10,9 @@ import pytest
 import kiln
 from conftest import assert_close, f64, np_conv2d, np_gelu, np_layer_norm, np_rms_norm, np_softmax, rng_for
 
+# Every test here compiles kernels only the LLVM backend builds (see conftest.py).
+pytestmark = pytest.mark.llvm
+
 BATCHES = [1, 3, 8, 5]
 
 

@@ -29,6 +29,7 @@ def reduce_k(shape, axis):
     return int(np.prod([shape[a] for a in axes])) if axes else 1
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("name", ["sum", "mean", "max", "min"])
 def test_reductions(name, dtype):
@@ -53,6 +54,7 @@ def test_reductions(name, dtype):
                 np.testing.assert_array_equal(f64(y), f64(want))
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("name", ["sum", "mean", "max", "min"])
 def test_reductions_sizes_0_and_1(name):
     f = kiln.jit(lambda x: getattr(kiln, name)(x, axis=0))
@@ -71,6 +73,7 @@ def test_reduction_axis_out_of_range():
         f(np.ones((2, 3), np.float32))
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_softmax_and_log_softmax(dtype, axis):
@@ -83,6 +86,7 @@ def test_softmax_and_log_softmax(dtype, axis):
     assert_close(y2, np_log_softmax(f64(x), axis), dtype, k=x.shape[axis])
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_softmax_and_log_softmax_together(dtype, axis, request):
@@ -94,6 +98,7 @@ def test_softmax_and_log_softmax_together(dtype, axis, request):
     assert_close(y2, np_log_softmax(f64(x), axis), dtype, k=x.shape[axis])
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("together", [False, True], ids=["separate", "together"])
 def test_layer_norm(dtype, together, request):
@@ -113,12 +118,14 @@ def test_layer_norm(dtype, together, request):
     assert_close(y2, np_layer_norm(f64(x), f64(w)), dtype, k=16)
 
 
+@pytest.mark.llvm
 def test_layer_norm_other_axis():
     x = rng_for("ln-axis").normal(size=(6, 4)).astype(np.float32)
     y = kiln.jit(lambda x: kiln.layer_norm(x, axis=0))(x)
     assert_close(y, np_layer_norm(f64(x), axis=0), np.float32, k=6)
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 def test_rms_norm(dtype):
     rng = rng_for("rms_norm", dtype)
@@ -144,6 +151,7 @@ def shape_and_axes(draw):
     return shape, tuple(a - ndim if draw(st.booleans()) else a for a in axes)
 
 
+@pytest.mark.llvm
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shape_and_axes(), st.booleans(), st.sampled_from(["sum", "max", "mean"]))
 def test_reduction_axes_hypothesis(sa, keepdims, name):

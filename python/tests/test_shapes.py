@@ -10,6 +10,7 @@ import kiln
 from conftest import ALL_DTYPES, BF16, assert_close, dtype_id, f64, random_array, rng_for
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_layout_ops_every_dtype(dtype):
     rng = rng_for("layout", dtype)
@@ -36,6 +37,7 @@ INDEXES = [
 ]
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("idx", INDEXES, ids=repr)
 def test_basic_indexing(idx):
     x = np.arange(6 * 7, dtype=np.float32).reshape(6, 7)
@@ -51,6 +53,7 @@ def test_advanced_indexing_is_refused():
         f(np.ones(3, np.float32))
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("src", ALL_DTYPES, ids=dtype_id)
 def test_astype_every_pair(src):
     rng = rng_for("astype", src)
@@ -74,6 +77,7 @@ def test_astype_every_pair(src):
             np.testing.assert_array_equal(y, want)
 
 
+@pytest.mark.llvm
 def test_astype_accepts_kiln_numpy_and_names():
     x = np.arange(4, dtype=np.float32)
     f = kiln.jit(lambda x: (x.astype(kiln.int32), x.astype(np.float16), x.astype("float64"), x.astype(bool)))
@@ -81,6 +85,7 @@ def test_astype_accepts_kiln_numpy_and_names():
     assert (a.dtype, b.dtype, c.dtype, d.dtype) == (np.int32, np.float16, np.float64, np.bool_)
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_], ids=dtype_id)
 def test_concatenate(dtype):
     rng = rng_for("concat", dtype)
@@ -92,6 +97,7 @@ def test_concatenate(dtype):
     np.testing.assert_array_equal(y1, np.concatenate([a, c], axis=-1))
 
 
+@pytest.mark.llvm
 def test_concatenate_promotes_and_takes_constants():
     a = np.ones((2, 2), np.float32)
     k = np.arange(4, dtype=np.int8).reshape(2, 2)
@@ -101,6 +107,7 @@ def test_concatenate_promotes_and_takes_constants():
     np.testing.assert_array_equal(y, want)
 
 
+@pytest.mark.llvm
 def test_shape_properties_while_tracing():
     seen = {}
 
@@ -131,6 +138,7 @@ def broadcastable_pair(draw):
     return tuple(a), tuple(b)
 
 
+@pytest.mark.llvm
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(broadcastable_pair(), st.sampled_from(["add", "mul", "maximum", "where"]))
 def test_broadcasting_hypothesis(shapes, op):
@@ -155,6 +163,7 @@ def test_broadcast_error_is_a_shape_error():
         f(np.ones((2, 3), np.float32), np.ones((4,), np.float32))
 
 
+@pytest.mark.llvm
 @pytest.mark.parametrize("target", [np.int8, np.int32], ids=dtype_id)
 def test_astype_float_to_int_truncates_and_wraps(target):
     # kiln's rule (numpy leaves it undefined): truncate toward zero, then wrap like two's complement.

@@ -73,6 +73,9 @@ DeviceInfo device_info() {
   d.l2_bytes = c.l2_bytes;
   d.l3_bytes = c.l3_bytes;
   d.gpu_status = probe_gpus(d.gpus);
+#ifdef KILN_WITH_LLVM
+  d.llvm_version = KILN_LLVM_VERSION;
+#endif
   return d;
 }
 
