@@ -89,3 +89,71 @@ TEST_CASE("outputs that are inputs get a copy kernel, scalar constants are inlin
   for (const auto& g : p.groups)
     for (const auto& l : g.leaves) REQUIRE(l->op == Op::Input);
 }
+
+namespace {
+// Whether group g computes node n itself.
+bool computes(const FusionGroup& g, const NodePtr& n) {
+  return std::find(g.nodes.begin(), g.nodes.end(), n) != g.nodes.end();
+}
+}  // namespace
+
+TEST_CASE("a view read by two kernels is read through by each, not stored", "[fusion]") {
+  // x @ w.T and z @ w.T: both matmuls read w through the transpose; no kernel copies it.
+  auto x = make_input(0, kiln::DType::f32, s({8, 4}));
+  auto z = make_input(1, kiln::DType::f32, s({3, 4}));
+  auto w = make_input(2, kiln::DType::f32, s({5, 4}));
+  auto wt = make_permute(w, {1, 0});
+  auto y1 = make_matmul(x, wt), y2 = make_matmul(z, wt);
+  FusionPlan p = fuse(Graph{{x, z, w}, {y1, y2}});
+  REQUIRE(p.groups.size() == 2);
+  for (const auto& g : p.groups) {
+    CHECK(g.kind == GroupKind::matmul);
+    CHECK(computes(g, wt));
+    CHECK(g.nodes.front() == wt);  // before its reader: the group stays in topological order
+    CHECK(g.leaves.size() == 2);
+  }
+}
+
+TEST_CASE("a shared bias broadcast stays in each epilogue, a computed base is stored once",
+          "[fusion]") {
+  auto x = make_input(0, kiln::DType::f32, s({6, 8}));
+  auto w = make_input(1, kiln::DType::f32, s({8, 8}));
+  auto b = make_input(2, kiln::DType::f32, s({8}));
+  auto bb = make_expand(b, s({6, 8}));
+  auto h = make_unary(Op::Relu, make_binary(Op::Add, make_matmul(x, w), bb));
+  auto y = make_unary(Op::Relu, make_binary(Op::Add, make_matmul(h, w), bb));
+  FusionPlan p = fuse(Graph{{x, w, b}, {y}});
+  REQUIRE(p.groups.size() == 2);
+  for (const auto& g : p.groups) {
+    CHECK(g.kind == GroupKind::matmul);
+    CHECK(computes(g, bb));
+  }
+  // The expand of a computed value (tanh(b), read by two kernels through the expand): tanh is
+  // stored once ([8]), not its broadcast ([6, 8]).
+  auto t = make_unary(Op::Tanh, b);
+  auto tb = make_expand(t, s({6, 8}));
+  auto u1 = make_binary(Op::Add, make_matmul(x, w), tb);
+  auto u2 = make_binary(Op::Mul, x, tb);
+  FusionPlan q = fuse(Graph{{x, w, b}, {u1, u2}});
+  REQUIRE(q.groups.size() == 3);
+  CHECK(q.groups[0].root == t);  // runs first
+  for (size_t i = 1; i < 3; ++i) {
+    CHECK(computes(q.groups[i], tb));
+    CHECK(std::find(q.groups[i].leaves.begin(), q.groups[i].leaves.end(), t) !=
+          q.groups[i].leaves.end());
+  }
+}
+
+TEST_CASE("a view that is an output, or forced, is still stored", "[fusion]") {
+  auto w = make_input(0, kiln::DType::f32, s({5, 4}));
+  auto x = make_input(1, kiln::DType::f32, s({8, 4}));
+  auto wt = make_permute(w, {1, 0});
+  auto y = make_matmul(x, wt);
+  FusionPlan p = fuse(Graph{{w, x}, {wt, y}});
+  REQUIRE(p.groups.size() == 2);
+  auto z = make_matmul(make_unary(Op::Neg, x), wt);
+  FusionPlan q = fuse(Graph{{w, x}, {y, z}}, {wt.get()});
+  REQUIRE(q.groups.size() == 4);  // wt forced; neg; two matmuls
+  CHECK(std::count_if(q.groups.begin(), q.groups.end(),
+                      [&](const FusionGroup& g) { return g.root == wt; }) == 1);
+}

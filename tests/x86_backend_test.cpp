@@ -111,6 +111,86 @@ TEST_CASE("an epilogue the GEMM cannot fuse is split off, the matmul stays on x8
       for (int64_t q = 0; q < k; ++q) acc += double(x[i * k + q]) * w[q * n + j];
       REQUIRE(std::abs(out[0].data<float>()[i * n + j] - std::tanh(acc) * 3.0) <= 2e-5);
     }
+  // The epilogue not applied in registers is a fallback: counted, with its reason.
+  const kiln::Stats st = f.stats();
+  REQUIRE(st.fallbacks == 1);
+  REQUIRE(st.fallback_reasons.size() == 1);
+  CHECK_THAT(st.fallback_reasons[0], Catch::Matchers::Contains("without its epilogue") &&
+                                         Catch::Matchers::Contains("tanh"));
+}
+
+TEST_CASE("a split epilogue is one fallback however many groups compiled before it",
+          "[x86][backend]" KILN_NEEDS_LLVM) {
+  // Group 0 (a fused linear layer) is compiled again when group 1's epilogue is split off and the
+  // fusion restarts: its reasons are not counted twice; a fused epilogue counts none.
+  const int64_t m = 7, k = 12, n = 12;
+  auto x = random_values(m * k, 7), w = random_values(k * n, 8), b = random_values(n, 9);
+  std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {m, k}, kiln::f32),
+                                   kiln::Array::view(w.data(), {k, n}, kiln::f32),
+                                   kiln::Array::view(b.data(), {n}, kiln::f32)};
+  kiln::Function f = kiln::jit([](kiln::Tensor x, kiln::Tensor w, kiln::Tensor b) {
+    kiln::Tensor h = kiln::relu(kiln::matmul(x, w) + b);
+    return kiln::sigmoid(kiln::matmul(h, w));
+  });
+  (void)f(args);
+  CHECK(kernels_on(f, "x86") == 2);
+  CHECK(f.stats().fallbacks == 1);
+  CHECK(f.stats().fallback_reasons.size() == 1);
+}
+
+TEST_CASE("a weight view or bias two matmuls share is read in place by both, not copied",
+          "[x86][backend]") {
+  // x @ w.T and z @ w.T read w through the transpose (no transposed copy of w); one bias b in
+  // two layers stays each one's fused bias (not an M x N broadcast stored for both). No LLVM
+  // kernel: this runs in a build without LLVM too.
+  const int64_t m = 7, k = 12, n = 12, mz = 5;
+  auto x = random_values(m * k, 10), w = random_values(k * n, 11), b = random_values(n, 12),
+       z = random_values(mz * k, 13);
+  const auto X = kiln::Array::view(x.data(), {m, k}, kiln::f32),
+             W = kiln::Array::view(w.data(), {n, k}, kiln::f32),
+             B = kiln::Array::view(b.data(), {n}, kiln::f32),
+             Z = kiln::Array::view(z.data(), {mz, k}, kiln::f32);
+  kiln::Function f = kiln::jit([](kiln::Tensor x, kiln::Tensor z, kiln::Tensor w) {
+    kiln::Tensor wt = w.transpose();
+    return std::vector<kiln::Tensor>{kiln::matmul(x, wt), kiln::matmul(z, wt)};
+  });
+  auto out = f({X, Z, W});
+  CHECK(kernels_on(f, "x86") == 2);
+  CHECK(kernels_on(f, "llvm") == 0);
+  CHECK(f.stats().fallbacks == 0);
+  for (int which = 0; which < 2; ++which) {
+    const std::vector<float>& a = which ? z : x;
+    const int64_t rows = which ? mz : m;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t q = 0; q < k; ++q) acc += double(a[i * k + q]) * w[j * k + q];
+        REQUIRE(std::abs(out[which].data<float>()[i * n + j] - acc) <= 1e-5 + 1e-6 * std::abs(acc));
+      }
+  }
+  kiln::Function g = kiln::jit([](kiln::Tensor x, kiln::Tensor w, kiln::Tensor b) {
+    return kiln::relu(kiln::matmul(kiln::relu(kiln::matmul(x, w) + b), w) + b);
+  });
+  auto y = g({X, kiln::Array::view(w.data(), {k, n}, kiln::f32), B});
+  CHECK(kernels_on(g, "x86") == 2);
+  CHECK(kernels_on(g, "llvm") == 0);
+  CHECK(g.stats().fallbacks == 0);
+  std::vector<double> h(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = b[j];
+      for (int64_t q = 0; q < k; ++q) acc += double(x[i * k + q]) * w[q * n + j];
+      h[i * n + j] = std::max(acc, 0.0);
+    }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = b[j], mag = std::abs(b[j]);
+      for (int64_t q = 0; q < n; ++q) {
+        acc += h[i * n + q] * w[q * n + j];
+        mag += std::abs(h[i * n + q] * w[q * n + j]);
+      }
+      REQUIRE(std::abs(y[0].data<float>()[i * n + j] - std::max(acc, 0.0)) <= 1e-5 + 4e-6 * mag);
+    }
 }
 
 TEST_CASE("transposed, strided and batched operands are read in place", "[x86][backend]") {

@@ -58,6 +58,17 @@ def test_float32_linear_layers_are_one_x86_kernel_in_every_build(act):
         assert s["fallbacks"] == 0 and not s["fallback_reasons"], s
 
 
+def test_a_transposed_weight_two_matmuls_share_is_read_in_place_by_both():
+    # No kernel copies w.T for the two matmuls (and none needs LLVM): two x86 kernels.
+    rng = rng_for("shared-weight")
+    f = kiln.jit(lambda x, z, w: (x @ w.T, z @ w.T))
+    x, z, w = (random_array(rng, s, np.float32) for s in ((9, 20), (4, 20), (13, 20)))
+    y1, y2 = f(x, z, w)
+    assert_close(y1, f64(x) @ f64(w).T, np.float32, k=20)
+    assert_close(y2, f64(z) @ f64(w).T, np.float32, k=20)
+    assert f.stats()["backend_kernels"] == {"x86": 2}
+
+
 def test_matmul_shape_mismatch():
     f = kiln.jit(lambda a, b: a @ b)
     with pytest.raises(kiln.ShapeError):

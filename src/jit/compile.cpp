@@ -62,6 +62,13 @@ std::string describe_facts(const ir::FusionGroup& g, const ir::SymbolFacts& fact
   return s.empty() ? s : " symbols:" + s;
 }
 
+// A backend takes a group's contraction but not its epilogue: the contraction becomes a group
+// of its own (materialized) and the epilogue another.
+struct EpilogueSplit {
+  const ir::Node* node;
+  std::string why;
+};
+
 KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
                         DType out_storage, const CompileRequest& req, int index,
                         const std::string& graph_text, CompileReport& report) {
@@ -73,10 +80,13 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
       break;
     }
     if (d.take_bare_contraction) {
-      // Keep the fast contraction and run its epilogue as a kernel of its own.
-      KILN_LOG_AT(debug) << req.function_name << ": splitting the epilogue off a " << b->name()
-                         << " contraction: " << d.why;
-      throw FusionRejected(g.contraction.get());
+      // Keep the fast contraction and run its epilogue as a kernel of its own: a fallback (the
+      // epilogue is not applied in registers), counted once compilation settles.
+      std::string msg = req.function_name + ": " + std::string(ir::group_kind_name(g.kind)) +
+                        " kernel " + std::to_string(index) + ": the " + b->name() +
+                        " backend takes the contraction without its epilogue (" + d.why +
+                        "); the epilogue runs as a kernel of its own";
+      throw EpilogueSplit(g.contraction.get(), std::move(msg));
     }
     if (!d.why.empty()) {
       std::string msg = req.function_name + ": " + std::string(ir::group_kind_name(g.kind)) +
@@ -174,6 +184,9 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
   };
 
   std::unordered_set<const ir::Node*> materialize;
+  // Contractions whose epilogue a backend declined, and why (reported once, after the last try).
+  std::vector<std::string> splits;
+  const size_t fallbacks_before = report.fallbacks.size();
   ir::FusionPlan plan;
   std::vector<KernelChoice> kernels;
   std::vector<std::vector<LeafLayout>> layouts_per_group;
@@ -182,6 +195,7 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
     plan = ir::fuse(g, materialize);
     kernels.clear();
     layouts_per_group.clear();
+    report.fallbacks.resize(fallbacks_before);  // a retry meets the same groups again
     try {
       for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
         const ir::FusionGroup& grp = plan.groups[gi];
@@ -202,12 +216,17 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
         layouts_per_group.push_back(std::move(layouts));
       }
       break;
+    } catch (const EpilogueSplit& s) {
+      KILN_LOG_AT(warn) << s.why;
+      splits.push_back(s.why);
+      materialize.insert(s.node);
     } catch (const FusionRejected& r) {
       KILN_LOG_AT(debug) << "fusion: materializing " << ir::op_name(r.node->op)
                          << " read across rows of its kernel";
       materialize.insert(r.node);
     }
   }
+  report.fallbacks.insert(report.fallbacks.end(), splits.begin(), splits.end());
 
   // Buffer plan: graph outputs write straight into output arrays; other roots get temps.
   std::unordered_map<const ir::Node*, BufferSlot> slot_of;

@@ -145,6 +145,11 @@ FusionPlan fuse(const Graph& graph, const std::unordered_set<const Node*>& mater
     }
   std::unordered_set<const Node*> outputs;
   for (const NodePtr& o : graph.outputs) outputs.insert(o.get());
+  // Affine views read by several kernels: each of them reads through its own copy of the view
+  // (as of an inline constant) instead of one kernel storing the view's elements for the others
+  // (a transposed weight that two matmuls read would otherwise be copied, a shared bias
+  // broadcast stored M x N and then read by epilogues that no longer see a bias).
+  std::unordered_set<const Node*> inline_views;
 
   Builder b;
   // Reverse topological order: every user of a node is placed before the node itself.
@@ -175,36 +180,47 @@ FusionPlan fuse(const Graph& graph, const std::unordered_set<const Node*>& mater
     // affine view itself; anything with users in several kernels is stored once.
     if (!force && same && gid >= 0 && b.can_absorb(gid, n)) {
       b.group_of[n.get()] = gid;
+    } else if (!force && !us.empty() && is_affine_view(*n)) {
+      inline_views.insert(n.get());
     } else if (!us.empty() || outputs.count(n.get())) {
       b.new_group(n);
     }
   }
 
-  // Collect nodes and leaves per group, in topological order. Inline constants join every group
-  // that uses them.
+  // Collect nodes and leaves per group, in topological order. Inline constants and inline views
+  // join every group that uses them.
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i].get()] = i;
   for (const NodePtr& n : order) {
     auto g = b.group_of.find(n.get());
     if (g != b.group_of.end()) b.groups[g->second].nodes.push_back(n);
   }
+  auto joins_users = [&](const Node& n) {
+    return is_inline_constant(n) || inline_views.count(&n) > 0;
+  };
   for (FusionGroup& g : b.groups) {
     std::unordered_set<const Node*> have;
     for (const NodePtr& n : g.nodes) have.insert(n.get());
-    std::vector<NodePtr> consts;
+    std::vector<NodePtr> joined;
     std::vector<NodePtr> stack;
     for (const NodePtr& n : g.nodes)
       for (const NodePtr& in : n->inputs)
-        if (is_inline_constant(*in)) stack.push_back(in);
+        if (joins_users(*in)) stack.push_back(in);
     while (!stack.empty()) {
       NodePtr c = stack.back();
       stack.pop_back();
       if (!have.insert(c.get()).second) continue;
-      consts.push_back(c);
-      for (const NodePtr& in : c->inputs) stack.push_back(in);
+      joined.push_back(c);
+      // An inline view's other inputs are buffers: leaves of the group.
+      for (const NodePtr& in : c->inputs)
+        if (joins_users(*in)) stack.push_back(in);
     }
-    // Constants have no non-constant inputs, so putting them first keeps topological order as
-    // long as they are ordered among themselves: sort by depth (inputs first).
-    std::reverse(consts.begin(), consts.end());
-    g.nodes.insert(g.nodes.begin(), consts.begin(), consts.end());
+    // They read only each other, leaves and constants: first, among themselves in topological
+    // order, they keep the group's order topological.
+    std::sort(joined.begin(), joined.end(), [&](const NodePtr& x, const NodePtr& y) {
+      return position.at(x.get()) < position.at(y.get());
+    });
+    g.nodes.insert(g.nodes.begin(), joined.begin(), joined.end());
   }
   FusionPlan plan;
   std::unordered_map<int, int> remap;
