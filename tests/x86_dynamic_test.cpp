@@ -36,3 +36,59 @@ TEST_CASE("a symbolic M with a constant weight packed at compile time", "[jit][d
   CHECK(st.backend_kernels["x86"] == 1);
   CHECK(st.fallbacks == 0);
 }
+
+TEST_CASE("a mask broadcast over batch dims is the batched matmul's fused residual", "[jit][x86]") {
+  // Attention scores: q @ k^T * scale + mask, the mask over all batches and heads ([M, N]), per
+  // batch ([B, 1, M, N]) or per head ([H, M, N]): one x86 kernel, no epilogue split off.
+  Rng rng(11);
+  auto body = [](Tensor q, Tensor k, Tensor mask) {
+    return kiln::matmul(q, k.transpose({0, 1, 3, 2})) * 0.125 + mask;
+  };
+  const int64_t B = 2, H = 3, M = 5, N = 7, D = 8;
+  for (const std::vector<int64_t>& mask_shape :
+       std::vector<std::vector<int64_t>>{{M, N}, {B, 1, M, N}, {H, M, N}, {B, H, M, N}}) {
+    INFO("mask of rank " << mask_shape.size() << ", dim 0 " << mask_shape[0]);
+    std::vector<TestArray> in = {make_array(rng, {B, H, M, D}, DType::f32),
+                                 make_array(rng, {B, H, N, D}, DType::f32),
+                                 make_array(rng, mask_shape, DType::f32)};
+    Function f = kiln::jit(body);
+    CHECK(check_against_reference(body, in, {.tol_scale = 8, .label = "mask", .function = &f}));
+    auto st = f.stats();
+    CHECK(st.backend_kernels["x86"] == 1);
+    CHECK(st.backend_kernels.count("llvm") == 0);
+    CHECK(st.fallbacks == 0);
+  }
+  // A causal mask's leading block (mask[:M, :N] of a longer one): rows 12 apart, not N.
+  auto body3 = [](Tensor q, Tensor k, Tensor mask) {
+    using kiln::Index;
+    return kiln::matmul(q, k.transpose({0, 1, 3, 2})) +
+           mask.index({Index::slice(0, 5), Index::slice(0, 7)});
+  };
+  {
+    std::vector<TestArray> in = {make_array(rng, {B, H, M, D}, DType::f32),
+                                 make_array(rng, {B, H, N, D}, DType::f32),
+                                 make_array(rng, {10, 12}, DType::f32)};
+    Function f = kiln::jit(body3);
+    CHECK(check_against_reference(body3, in, {.tol_scale = 8, .label = "slice", .function = &f}));
+    CHECK(f.stats().backend_kernels["x86"] == 1);
+    CHECK(f.stats().fallbacks == 0);
+  }
+  // Symbolic batch and rows, the mask [M, N] broadcast over the batch.
+  auto body2 = [](Tensor q, Tensor k, Tensor mask) {
+    return kiln::matmul(q, k.transpose({0, 2, 1})) + mask;
+  };
+  Function f = kiln::jit(body2, symbolic_mode());
+  for (int64_t b : {1, 4, 3}) {
+    for (int64_t m : {1, 6, 17}) {
+      INFO("batch " << b << ", rows " << m);
+      std::vector<TestArray> in = {make_array(rng, {b, m, D}, DType::f32),
+                                   make_array(rng, {b, 9, D}, DType::f32),
+                                   make_array(rng, {m, 9}, DType::f32)};
+      CHECK(check_against_reference(body2, in, {.tol_scale = 8, .label = "mask", .function = &f}));
+    }
+  }
+  auto st = f.stats();
+  CHECK(st.backend_kernels["x86"] >= 1);
+  CHECK(st.backend_kernels.count("llvm") == 0);
+  CHECK(st.fallbacks == 0);
+}

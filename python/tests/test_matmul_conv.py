@@ -69,6 +69,17 @@ def test_a_transposed_weight_two_matmuls_share_is_read_in_place_by_both():
     assert f.stats()["backend_kernels"] == {"x86": 2}
 
 
+@pytest.mark.parametrize("mask_shape", [(6, 9), (2, 1, 6, 9), (3, 6, 9), (2, 3, 6, 9)])
+def test_attention_scores_with_a_broadcast_mask_are_one_x86_kernel(mask_shape):
+    # q @ k^T * scale + mask: the mask, broadcast over batch and heads, is the fused residual.
+    rng = rng_for("mask", mask_shape)
+    q, k = random_array(rng, (2, 3, 6, 8), np.float32), random_array(rng, (2, 3, 9, 8), np.float32)
+    mask = random_array(rng, mask_shape, np.float32)
+    f = kiln.jit(lambda q, k, m: (q @ kiln.transpose(k, (0, 1, 3, 2))) * 0.125 + m)
+    assert_close(f(q, k, mask), f64(q) @ f64(k).transpose(0, 1, 3, 2) * 0.125 + f64(mask), np.float32, k=8)
+    assert f.stats()["backend_kernels"] == {"x86": 1} and f.stats()["fallbacks"] == 0
+
+
 def test_matmul_shape_mismatch():
     f = kiln.jit(lambda a, b: a @ b)
     with pytest.raises(kiln.ShapeError):

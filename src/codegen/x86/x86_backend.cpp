@@ -204,12 +204,17 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
     for (int side = 0; side < 2 && !p.has_residual; ++side) {
       const Node* r = cur->inputs[side].get();
       OperandView v;
-      if (leaf_index.count(r) && dense_leaf_of_shape(r, mm->shape, v) &&
+      if (dense_leaf_of_shape(r, mm->shape, v) &&
           std::all_of(v.offset.begin(), v.offset.end(), [](int64_t o) { return o == 0; })) {
-        bool identity = true;
-        for (size_t d = 0; d < v.dim.size(); ++d)
-          identity = identity && v.dim[d] == static_cast<int>(d) && v.mult[d] == 1;
-        if (!identity) continue;
+        // C's rows and columns are the dense leaf's last two dims (or their leading part: a
+        // slice from 0), unit-stride along a row; batch dims may map to any of its other dims or
+        // be broadcast (an attention mask over batch and heads).
+        const size_t nd = v.dim.size();
+        const int ld = static_cast<int>(g.leaves[v.leaf]->shape.size());
+        bool ok = nd >= 2 && ld >= 2 && v.dim[nd - 2] == ld - 2 && v.dim[nd - 1] == ld - 1 &&
+                  v.mult[nd - 2] == 1 && v.mult[nd - 1] == 1;
+        for (size_t d = 0; d + 2 < nd; ++d) ok = ok && (v.dim[d] < ld - 2);
+        if (!ok) continue;
         p.residual = v;
         p.has_residual = true;
         cur = cur->inputs[1 - side].get();
@@ -291,6 +296,7 @@ class X86Kernel : public CompiledKernel {
   // per call (the common dense case allocates nothing on the call path).
   Resolved a_fixed, b_fixed;
   int64_t bias_offset = 0;  // bias leaves are dense (the matcher requires it)
+  Resolved residual_fixed;  // its batch strides (0 where broadcast), unless the leaf is symbolic
   bool dynamic_m = false, dynamic_nk = false, dynamic_batch = false;
   // Exact extents and strides, no batch dims: the GEMM plan resolved at compile time for a pool of
   // fixed_threads threads (a launch on another pool looks its plan up, ~60-80 ns).
@@ -358,9 +364,15 @@ class X86Kernel : public CompiledKernel {
       epi.bias = ptr(p.bias.leaf,
                      lbias.symbolic ? resolve_offset(p.bias, lbias, strides, dims) : bias_offset);
     }
+    // The residual's strides: rows ld_residual apart, batches (0 along dims it is broadcast
+    // over) in r.stride[0, nb).
+    const LeafStrides* lr = p.has_residual ? &leaves[p.residual.leaf] : nullptr;
+    Resolved res_call;
+    if (lr && lr->symbolic) resolve_into(res_call, p.residual, *lr, strides, dims);
+    const Resolved& r = lr && lr->symbolic ? res_call : residual_fixed;
     if (p.has_residual) {
       epi.residual = ptr(p.residual.leaf, 0);
-      epi.ld_residual = N;
+      epi.ld_residual = r.stride[nb];
     }
     const x86::GemmProblem gp{M,
                               N,
@@ -389,22 +401,24 @@ class X86Kernel : public CompiledKernel {
     int64_t inner = extent(p.out_dims[nb - 1], dims);
     int64_t outer = 1;
     for (size_t d = 0; d + 1 < nb; ++d) outer *= extent(p.out_dims[d], dims);
-    x86::BatchStrides bs{a.stride[nb - 1], b.stride[nb - 1], M * N, p.has_residual ? M * N : 0};
+    x86::BatchStrides bs{a.stride[nb - 1], b.stride[nb - 1], M * N,
+                         p.has_residual ? r.stride[nb - 1] : 0};
     for (int64_t o = 0; o < outer; ++o) {
-      int64_t rem = o, aoff = 0, boff = 0, coff = 0;
+      int64_t rem = o, aoff = 0, boff = 0, roff = 0, coff = 0;
       for (size_t d = nb - 1; d-- > 0;) {
         const int64_t ext = extent(p.out_dims[d], dims);
         int64_t i = rem % ext;
         rem /= ext;
         aoff += i * a.stride[d];
         boff += i * b.stride[d];
+        if (p.has_residual) roff += i * r.stride[d];
       }
       coff = o * inner * M * N;
       x86::GemmProblem q = gp;
       q.a.data += aoff;
       q.b.data += boff;
       q.c += coff;
-      if (q.epi.residual) q.epi.residual += coff;
+      if (q.epi.residual) q.epi.residual += roff;
       x86::gemm_batched(q, inner, bs, pool);
     }
   }
@@ -470,6 +484,8 @@ class X86Backend : public Backend {
     // symbolic extents of other dims (it is 0 there or those dims have offset 0).
     if (p.has_bias)
       k->bias_offset = resolve_offset(p.bias, k->leaves[p.bias.leaf], nullptr, nullptr);
+    if (p.has_residual)
+      k->residual_fixed = resolve(p.residual, k->leaves[p.residual.leaf], nullptr, nullptr);
     // The problem with dense strides where they are runtime (and, with symbolic extents, one
     // representative extent, kListingExtent): the listing's, and the fixed plan's.
     x86::GemmProblem lp;
@@ -487,7 +503,7 @@ class X86Backend : public Backend {
     if (p.has_bias) lp.epi.bias = &dummy;
     if (p.has_residual) {
       lp.epi.residual = &dummy;
-      lp.epi.ld_residual = lp.N;
+      lp.epi.ld_residual = k->residual_fixed.stride[nb];
     }
     bool runtime = false, symbolic = false;
     for (const auto& l : k->leaves) {
