@@ -82,9 +82,12 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
     if (d.take_bare_contraction) {
       // Keep the fast contraction and run its epilogue as a kernel of its own: a fallback (the
       // epilogue is not applied in registers), counted once compilation settles.
+      const ir::Node& c = *g.contraction;
       std::string msg = req.function_name + ": " + std::string(ir::group_kind_name(g.kind)) +
                         " kernel " + std::to_string(index) + ": the " + b->name() +
-                        " backend takes the contraction without its epilogue (" + d.why +
+                        " backend takes " + std::string(ir::op_name(c.op)) + " " +
+                        ir::shape_str(c.shape) + (c.loc.empty() ? "" : " (" + c.loc + ")") +
+                        " without its epilogue (" + d.why +
                         "); the epilogue runs as a kernel of its own";
       throw EpilogueSplit(g.contraction.get(), std::move(msg));
     }
