@@ -157,9 +157,10 @@ Resolved resolve(const OperandView& v, const LeafStrides& ls, const int64_t* str
   return r;
 }
 
-// Operands of one launch resolved per call (strided or symbolic inputs): A's and B's.
+// Operands of one launch resolved per call (strided or symbolic inputs): A's, B's and the
+// residual's.
 Resolved* runtime_operands() {
-  thread_local Resolved operands[2];
+  thread_local Resolved operands[3];
   return operands;
 }
 
@@ -349,7 +350,9 @@ class X86Kernel : public CompiledKernel {
     const bool a_call = la.runtime || la.symbolic, b_call = lb.runtime || lb.symbolic;
     // Per-thread storage, reached only when needed (a thread_local access is a __tls_get_addr
     // call in a shared library).
-    Resolved* runtime = a_call || b_call ? runtime_operands() : nullptr;
+    const LeafStrides* lr = p.has_residual ? &leaves[p.residual.leaf] : nullptr;
+    const bool r_call = lr && lr->symbolic;  // a residual leaf is dense: symbolic, or fixed
+    Resolved* runtime = a_call || b_call || r_call ? runtime_operands() : nullptr;
     if (a_call) resolve_into(runtime[0], p.a, la, strides, dims);
     if (b_call) resolve_into(runtime[1], p.b, lb, strides, dims);
     const Resolved& a = a_call ? runtime[0] : a_fixed;  // both lvalues: no copy
@@ -366,10 +369,8 @@ class X86Kernel : public CompiledKernel {
     }
     // The residual's strides: rows ld_residual apart, batches (0 along dims it is broadcast
     // over) in r.stride[0, nb).
-    const LeafStrides* lr = p.has_residual ? &leaves[p.residual.leaf] : nullptr;
-    Resolved res_call;
-    if (lr && lr->symbolic) resolve_into(res_call, p.residual, *lr, strides, dims);
-    const Resolved& r = lr && lr->symbolic ? res_call : residual_fixed;
+    if (r_call) resolve_into(runtime[2], p.residual, *lr, strides, dims);
+    const Resolved& r = r_call ? runtime[2] : residual_fixed;
     if (p.has_residual) {
       epi.residual = ptr(p.residual.leaf, 0);
       epi.ld_residual = r.stride[nb];
