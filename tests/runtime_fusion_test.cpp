@@ -157,3 +157,27 @@ TEST_CASE("a view that is an output, or forced, is still stored", "[fusion]") {
   CHECK(std::count_if(q.groups.begin(), q.groups.end(),
                       [&](const FusionGroup& g) { return g.root == wt; }) == 1);
 }
+
+TEST_CASE("an output that drops a computed value's size-1 dims is stored by that value's kernel",
+          "[fusion]") {
+  // x [K] @ w [K, N] as traced: reshape x to [1, K], matmul, reshape [1, N] -> [N].
+  auto x = make_input(0, kiln::DType::f32, s({8}));
+  auto w = make_input(1, kiln::DType::f32, s({8, 5}));
+  auto mm = make_matmul(make_reshape(x, s({1, 8})), w);
+  auto y = make_reshape(mm, s({5}));
+  FusionPlan p = fuse(Graph{{x, w}, {y}});
+  REQUIRE(p.groups.size() == 1);
+  CHECK(p.groups[0].root == mm);
+  REQUIRE(p.output_views.count(y.get()) == 1);
+  CHECK(p.output_views.at(y.get()) == mm.get());
+  // Not when the value is an output too, when two outputs view it, or when the base is a view.
+  FusionPlan both = fuse(Graph{{x, w}, {y, mm}});
+  CHECK(both.output_views.empty());
+  CHECK(both.groups.size() == 2);
+  auto y2 = make_reshape(mm, s({1, 5, 1}));
+  FusionPlan two = fuse(Graph{{x, w}, {y, y2}});
+  CHECK(two.output_views.empty());
+  FusionPlan of_input = fuse(Graph{{x, w}, {make_reshape(w, s({1, 8, 5}))}});
+  CHECK(of_input.output_views.empty());
+  CHECK(of_input.groups.size() == 1);  // a copy kernel
+}

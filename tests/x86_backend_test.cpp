@@ -193,6 +193,51 @@ TEST_CASE("a weight view or bias two matmuls share is read in place by both, not
     }
 }
 
+TEST_CASE("a 1-d operand's matmul is one x86 kernel storing straight into the output",
+          "[x86][backend]") {
+  // v @ W and W @ v (a GEMV written with a vector): the traced reshape of the [1, N] or [M, 1]
+  // result to a vector is not a copy kernel of its own (none needs LLVM either).
+  const int64_t m = 37, k = 53;
+  auto w = random_values(m * k, 14), v = random_values(k, 15), u = random_values(m, 16);
+  const auto W = kiln::Array::view(w.data(), {m, k}, kiln::f32);
+  kiln::Function gemv =
+      kiln::jit([](kiln::Tensor w, kiln::Tensor v) { return kiln::matmul(w, v); });
+  kiln::Function vecmat =
+      kiln::jit([](kiln::Tensor u, kiln::Tensor w) { return kiln::matmul(u, w); });
+  // The same output twice: the second is a copy of the first.
+  kiln::Function twice = kiln::jit([](kiln::Tensor w, kiln::Tensor v) {
+    kiln::Tensor y = kiln::matmul(w, v);
+    return std::vector<kiln::Tensor>{y, y};
+  });
+  auto y = gemv({W, kiln::Array::view(v.data(), {k}, kiln::f32)});
+  auto z = vecmat({kiln::Array::view(u.data(), {m}, kiln::f32), W});
+  auto yy = twice({W, kiln::Array::view(v.data(), {k}, kiln::f32)});
+  REQUIRE(y[0].shape() == std::vector<int64_t>{m});
+  REQUIRE(z[0].shape() == std::vector<int64_t>{k});
+  for (const kiln::Function* f : {&gemv, &vecmat, &twice}) {
+    CHECK(kernels_on(*f, "x86") == 1);
+    CHECK(kernels_on(*f, "llvm") == 0);
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    double acc = 0, mag = 0;
+    for (int64_t q = 0; q < k; ++q) {
+      acc += double(w[i * k + q]) * v[q];
+      mag += std::abs(double(w[i * k + q]) * v[q]);
+    }
+    REQUIRE(std::abs(y[0].data<float>()[i] - acc) <= 1e-5 + 2e-6 * mag);
+    REQUIRE(yy[0].data<float>()[i] == y[0].data<float>()[i]);
+    REQUIRE(yy[1].data<float>()[i] == y[0].data<float>()[i]);
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    double acc = 0, mag = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      acc += double(u[i]) * w[i * k + j];
+      mag += std::abs(double(u[i]) * w[i * k + j]);
+    }
+    REQUIRE(std::abs(z[0].data<float>()[j] - acc) <= 1e-5 + 2e-6 * mag);
+  }
+}
+
 TEST_CASE("transposed, strided and batched operands are read in place", "[x86][backend]") {
   const int64_t batch = 3, m = 5, k = 7, n = 6;
   auto a = random_values(batch * k * m, 7), w = random_values(n * k, 8);

@@ -80,6 +80,17 @@ def test_attention_scores_with_a_broadcast_mask_are_one_x86_kernel(mask_shape):
     assert f.stats()["backend_kernels"] == {"x86": 1} and f.stats()["fallbacks"] == 0
 
 
+def test_a_gemv_written_with_a_vector_is_one_x86_kernel():
+    # W @ v and v @ W: the traced reshape of the matmul's [M, 1] / [1, N] to a vector is not a
+    # copy kernel: the GEMV stores straight into the output.
+    rng = rng_for("gemv-vector")
+    w, v, u = random_array(rng, (40, 70), np.float32), random_array(rng, (70,), np.float32), random_array(rng, (40,), np.float32)
+    f, g = kiln.jit(lambda w, v: w @ v), kiln.jit(lambda u, w: u @ w)
+    assert_close(f(w, v), f64(w) @ f64(v), np.float32, k=70)
+    assert_close(g(u, w), f64(u) @ f64(w), np.float32, k=40)
+    assert f.stats()["backend_kernels"] == {"x86": 1} and g.stats()["backend_kernels"] == {"x86": 1}
+
+
 def test_matmul_shape_mismatch():
     f = kiln.jit(lambda a, b: a @ b)
     with pytest.raises(kiln.ShapeError):

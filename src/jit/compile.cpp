@@ -196,6 +196,8 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
   for (int attempt = 0;; ++attempt) {
     KILN_CHECK(attempt < 64) << "fusion did not converge";
     plan = ir::fuse(g, materialize);
+    // The value an output views is stored there: in the output's dtype.
+    for (const auto& [out, base] : plan.output_views) graph_outputs.insert(base);
     kernels.clear();
     layouts_per_group.clear();
     report.fallbacks.resize(fallbacks_before);  // a retry meets the same groups again
@@ -239,11 +241,17 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
     spec.shape = o->shape;
     exe->symbolic = exe->symbolic || !ir::is_concrete(o->shape);
     spec.dtype = o->dtype;
-    auto it = slot_of.find(o);
-    if (it != slot_of.end())
-      spec.alias_of = it->second.index;
-    else
-      slot_of[o] = BufferSlot{BufferSlot::Kind::output, static_cast<int>(i)};
+    // An output view's slot is its base's (the base's kernel stores into the output array, and
+    // kernels reading the view read it there).
+    auto view = plan.output_views.find(o);
+    const ir::Node* stored = view != plan.output_views.end() ? view->second : o;
+    auto it = slot_of.find(stored);
+    if (it != slot_of.end()) {
+      spec.alias_of = it->second.index;  // the same output again
+    } else {
+      slot_of[stored] = BufferSlot{BufferSlot::Kind::output, static_cast<int>(i)};
+      slot_of[o] = slot_of[stored];
+    }
     exe->outputs.push_back(spec);
   }
   std::unordered_map<const ir::ConstantData*, int> const_index;

@@ -150,6 +150,21 @@ FusionPlan fuse(const Graph& graph, const std::unordered_set<const Node*>& mater
   // (a transposed weight that two matmuls read would otherwise be copied, a shared bias
   // broadcast stored M x N and then read by epilogues that no longer see a bias).
   std::unordered_set<const Node*> inline_views;
+  FusionPlan plan;
+  std::unordered_map<const Node*, int> views_of_base;
+  for (const Node* o : outputs) {
+    const Node* base = o;
+    while (base->op == Op::Reshape && is_unit_reshape(base->shape, base->inputs[0]->shape))
+      base = base->inputs[0].get();
+    // A base that is itself a view (of an input, say) has no kernel of its own to store it.
+    if (base == o || is_buffer_leaf(*base) || is_inline_constant(*base) || is_view(base->op) ||
+        outputs.count(base))
+      continue;
+    plan.output_views[o] = base;
+    ++views_of_base[base];
+  }
+  for (auto it = plan.output_views.begin(); it != plan.output_views.end();)
+    it = views_of_base[it->second] > 1 ? plan.output_views.erase(it) : std::next(it);
 
   Builder b;
   // Reverse topological order: every user of a node is placed before the node itself.
@@ -157,7 +172,9 @@ FusionPlan fuse(const Graph& graph, const std::unordered_set<const Node*>& mater
     const NodePtr& n = *it;
     bool leaf = is_buffer_leaf(*n);
     if (outputs.count(n.get())) {
-      b.new_group(n);  // outputs are stored, even when they are leaves (a copy kernel)
+      // Outputs are stored, even when they are leaves (a copy kernel), except output views,
+      // which their base's kernel stores.
+      if (!plan.output_views.count(n.get())) b.new_group(n);
       continue;
     }
     if (leaf || is_inline_constant(*n)) continue;  // read from buffers / emitted where used
@@ -222,7 +239,6 @@ FusionPlan fuse(const Graph& graph, const std::unordered_set<const Node*>& mater
     });
     g.nodes.insert(g.nodes.begin(), joined.begin(), joined.end());
   }
-  FusionPlan plan;
   std::unordered_map<int, int> remap;
   // Execution order: a group runs after the groups of its leaves. Group ids were assigned in
   // reverse topological order of their roots, so running them in reverse id order works.

@@ -7,6 +7,7 @@
 
 #include "ir/node.h"
 
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -32,6 +33,11 @@ struct FusionGroup {
 
 struct FusionPlan {
   std::vector<FusionGroup> groups;  // in execution order
+  // Outputs that only add or drop size-1 dims of a computed value (a 1-d operand's matmul, as
+  // traced: [1, N] -> [N]), mapped to that value: its kernel stores straight into the output
+  // (the same elements in the same order), with no copy kernel. Not for a value that is itself an
+  // output, or that another output views too.
+  std::unordered_map<const Node*, const Node*> output_views;
 };
 
 // `materialize` forces nodes to be roots of their own kernels (used when code generation finds
