@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -191,6 +192,55 @@ TEST_CASE("a weight view or bias two matmuls share is read in place by both, not
       }
       REQUIRE(std::abs(y[0].data<float>()[i * n + j] - std::max(acc, 0.0)) <= 1e-5 + 4e-6 * mag);
     }
+}
+
+TEST_CASE("a subtracted bias and scalar terms are the fused bias", "[x86][backend]") {
+  // x @ w - b, relu(x @ w + 1.5), gelu(x @ w * 2 - b + 0.25), 0.5 + b + x @ w, x @ w - 1: one x86
+  // kernel each (in a build without LLVM too), no fallback; the bias made per call.
+  const int64_t m = 11, k = 19, n = 37;
+  auto x = random_values(m * k, 17), w = random_values(k * n, 18), b = random_values(n, 19);
+  const std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {m, k}, kiln::f32),
+                                         kiln::Array::view(w.data(), {k, n}, kiln::f32),
+                                         kiln::Array::view(b.data(), {n}, kiln::f32)};
+  using T = kiln::Tensor;
+  struct Case {
+    const char* name;
+    std::function<T(T, T, T)> fn;
+    std::function<double(double, double)> ref;  // of (x @ w, b)
+  };
+  const std::vector<Case> cases = {
+      {"x @ w - b", [](T x, T w, T b) { return kiln::matmul(x, w) - b; },
+       [](double y, double bj) { return y - bj; }},
+      {"relu(x @ w + 1.5)", [](T x, T w, T) { return kiln::relu(kiln::matmul(x, w) + 1.5); },
+       [](double y, double) { return std::max(y + 1.5, 0.0); }},
+      {"gelu(x @ w * 2 - b + 0.25)",
+       [](T x, T w, T b) { return kiln::gelu(kiln::matmul(x, w) * 2.0 - b + 0.25); },
+       [](double y, double bj) { return gelu(2 * y - bj + 0.25); }},
+      {"0.5 + b + x @ w", [](T x, T w, T b) { return 0.5 + (b + kiln::matmul(x, w)); },
+       [](double y, double bj) { return y + bj + 0.5; }},
+      {"x @ w - 1", [](T x, T w, T) { return kiln::matmul(x, w) - 1.0; },
+       [](double y, double) { return y - 1; }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    kiln::Function f = kiln::jit([fn = c.fn](T x, T w, T b) { return fn(x, w, b); });
+    for (int call = 0; call < 2; ++call) {  // the per-call bias is made again each call
+      auto out = f(args);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double acc = 0, mag = 2;
+          for (int64_t q = 0; q < k; ++q) {
+            acc += double(x[i * k + q]) * w[q * n + j];
+            mag += std::abs(double(x[i * k + q]) * w[q * n + j]);
+          }
+          REQUIRE(std::abs(out[0].data<float>()[i * n + j] - c.ref(acc, b[j])) <=
+                  1e-5 + 8e-6 * mag);
+        }
+    }
+    CHECK(kernels_on(f, "x86") == 1);
+    CHECK(kernels_on(f, "llvm") == 0);
+    CHECK(f.stats().fallbacks == 0);
+  }
 }
 
 TEST_CASE("a 1-d operand's matmul is one x86 kernel storing straight into the output",

@@ -167,11 +167,26 @@ Resolved* runtime_operands() {
 struct Plan {
   OperandView a, b, bias, residual;
   bool has_bias = false, has_residual = false;
+  // The bias the kernel adds is (bias_negated ? -bias : bias) + bias_const (x @ w - b, x @ w + 1):
+  // made per call into a per-thread vector when either is in use.
+  bool bias_negated = false, has_bias_const = false;
+  float bias_const = 0.0f;
+  bool bias_made_per_call() const { return bias_negated || has_bias_const; }
   float scale = 1.0f;
   x86::Activation act = x86::Activation::none;
   ir::Shape out_dims;  // [batch..., M, N], possibly symbolic
   ir::Dim K;
 };
+
+// The bias of a launch whose plan makes it per call: (negated ? -bias : bias) + const over N
+// columns (bias: null for none), in a per-thread vector that lives until the thread's next launch.
+const float* made_bias(const Plan& p, const float* bias, int64_t N) {
+  thread_local std::vector<float> made;
+  made.resize(size_t(N));
+  const float sign = p.bias_negated ? -1.0f : 1.0f;
+  for (int64_t j = 0; j < N; ++j) made[size_t(j)] = (bias ? sign * bias[j] : 0.0f) + p.bias_const;
+  return made.data();
+}
 
 const Node* strip_scalar(const Node* n, double* value) {
   // An inline scalar constant (possibly under views): its value.
@@ -245,24 +260,39 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
     }
     if (x) cur = x;
   }
-  if (cur != mm && cur->op == Op::Add) {
-    for (int side = 0; side < 2 && !p.has_bias; ++side) {
-      const Node* bnode = cur->inputs[side].get();
+  // A bias varies along N only, with unit stride in a dense leaf.
+  auto bias_view = [&](const Node* bnode, OperandView& v) {
+    if (bnode->shape != mm->shape || !resolve_view(bnode, leaf_index, v) ||
+        layouts[v.leaf].runtime_strides)
+      return false;
+    bool ok = v.dim.back() >= 0 && v.mult.back() == 1 &&
+              g.leaves[v.leaf]->shape[v.dim.back()] == mm->shape.back();
+    for (size_t d = 0; d + 1 < v.dim.size(); ++d) ok = ok && v.dim[d] < 0;
+    const ir::Shape& ls = g.leaves[v.leaf]->shape;
+    for (size_t e = v.dim.back() + 1; e < ls.size(); ++e) ok = ok && ir::is_one(ls[e]);
+    return ok;
+  };
+  // Up to one bias vector and one scalar, added (either side) or subtracted (right side).
+  for (int term = 0; term < 2 && cur != mm && (cur->op == Op::Add || cur->op == Op::Sub); ++term) {
+    const bool sub = cur->op == Op::Sub;
+    int taken = -1;
+    for (int side = sub ? 1 : 0; side < 2 && taken < 0; ++side) {
+      const Node* t = cur->inputs[side].get();
+      double c = 0;
       OperandView v;
-      if (bnode->shape != mm->shape || !resolve_view(bnode, leaf_index, v) ||
-          layouts[v.leaf].runtime_strides)
-        continue;
-      // A bias varies along N only, with unit stride in a dense leaf.
-      bool ok = v.dim.back() >= 0 && v.mult.back() == 1 &&
-                g.leaves[v.leaf]->shape[v.dim.back()] == mm->shape.back();
-      for (size_t d = 0; d + 1 < v.dim.size(); ++d) ok = ok && v.dim[d] < 0;
-      const ir::Shape& ls = g.leaves[v.leaf]->shape;
-      for (size_t e = v.dim.back() + 1; e < ls.size(); ++e) ok = ok && ir::is_one(ls[e]);
-      if (!ok) continue;
-      p.bias = v;
-      p.has_bias = true;
-      cur = cur->inputs[1 - side].get();
+      if (!p.has_bias_const && strip_scalar(t, &c)) {
+        p.has_bias_const = true;
+        p.bias_const = static_cast<float>(sub ? -c : c);
+        taken = side;
+      } else if (!p.has_bias && bias_view(t, v)) {
+        p.bias = v;
+        p.has_bias = true;
+        p.bias_negated = sub;
+        taken = side;
+      }
     }
+    if (taken < 0) break;
+    cur = cur->inputs[1 - taken].get();
   }
   if (cur != mm && (cur->op == Op::Mul || cur->op == Op::Div)) {
     double s = 0;
@@ -367,6 +397,7 @@ class X86Kernel : public CompiledKernel {
       epi.bias = ptr(p.bias.leaf,
                      lbias.symbolic ? resolve_offset(p.bias, lbias, strides, dims) : bias_offset);
     }
+    if (p.bias_made_per_call()) epi.bias = made_bias(p, epi.bias, N);
     // The residual's strides: rows ld_residual apart, batches (0 along dims it is broadcast
     // over) in r.stride[0, nb).
     if (r_call) resolve_into(runtime[2], p.residual, *lr, strides, dims);
@@ -501,7 +532,7 @@ class X86Backend : public Backend {
     lp.epi.act = p.act;
     lp.epi.scale = p.scale;
     static const float dummy = 0;
-    if (p.has_bias) lp.epi.bias = &dummy;
+    if (p.has_bias || p.has_bias_const) lp.epi.bias = &dummy;
     if (p.has_residual) {
       lp.epi.residual = &dummy;
       lp.epi.ld_residual = k->residual_fixed.stride[nb];
