@@ -232,6 +232,16 @@ TEST_CASE("a subtracted bias and scalar terms are the fused bias", "[x86][backen
        [](double y, double bj) { return y + bj + 0.5; }},
       {"x @ w - 1", [](T x, T w, T) { return kiln::matmul(x, w) - 1.0; },
        [](double y, double) { return y - 1; }},
+      // A scale after the activation: relu with a positive scale, or none.
+      {"relu(x @ w + b) * 2",
+       [](T x, T w, T b) { return kiln::relu(kiln::matmul(x, w) + b) * 2.0; },
+       [](double y, double bj) { return 2 * std::max(y + bj, 0.0); }},
+      {"(x @ w * 3 + b - 0.5) / 4",
+       [](T x, T w, T b) { return (kiln::matmul(x, w) * 3.0 + b - 0.5) / 4.0; },
+       [](double y, double bj) { return (3 * y + bj - 0.5) / 4; }},
+      {"0.5 * relu(x @ w + 1)",
+       [](T x, T w, T) { return 0.5 * kiln::relu(kiln::matmul(x, w) + 1.0); },
+       [](double y, double) { return 0.5 * std::max(y + 1, 0.0); }},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -249,6 +259,34 @@ TEST_CASE("a subtracted bias and scalar terms are the fused bias", "[x86][backen
     CHECK(kernels_on(f, "llvm") == 0);
     CHECK(f.stats().fallbacks == 0);
   }
+}
+
+TEST_CASE("a scale after an activation it does not commute with is split off, and counted",
+          "[x86][backend]" KILN_NEEDS_LLVM) {
+  const int64_t m = 6, k = 10, n = 9;
+  auto x = random_values(m * k, 20), w = random_values(k * n, 21), b = random_values(n, 22);
+  const std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {m, k}, kiln::f32),
+                                         kiln::Array::view(w.data(), {k, n}, kiln::f32),
+                                         kiln::Array::view(b.data(), {n}, kiln::f32)};
+  using T = kiln::Tensor;
+  kiln::Function neg =
+      kiln::jit([](T x, T w, T b) { return kiln::relu(kiln::matmul(x, w) + b) * -2.0; });
+  kiln::Function gel =
+      kiln::jit([](T x, T w, T b) { return kiln::gelu(kiln::matmul(x, w) + b) * 2.0; });
+  auto yn = neg(args), yg = gel(args);
+  for (const kiln::Function* f : {&neg, &gel}) {
+    CHECK(kernels_on(*f, "x86") == 1);
+    CHECK(kernels_on(*f, "llvm") == 1);
+    CHECK(f->stats().fallbacks == 1);
+  }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const auto [acc, mag] = ref_dot(x, w, i, j, k, n);
+      REQUIRE(std::abs(yn[0].data<float>()[i * n + j] - -2 * std::max(acc + b[j], 0.0)) <=
+              1e-5 + 8e-6 * (mag + 2));
+      REQUIRE(std::abs(yg[0].data<float>()[i * n + j] - 2 * gelu(acc + b[j])) <=
+              1e-5 + 8e-6 * (mag + 2));
+    }
 }
 
 TEST_CASE("a 1-d operand's matmul is one x86 kernel storing straight into the output",

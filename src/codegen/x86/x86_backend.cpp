@@ -167,11 +167,14 @@ Resolved* runtime_operands() {
 struct Plan {
   OperandView a, b, bias, residual;
   bool has_bias = false, has_residual = false;
-  // The bias the kernel adds is (bias_negated ? -bias : bias) + bias_const (x @ w - b, x @ w + 1):
-  // made per call into a per-thread vector when either is in use.
+  // The bias the kernel adds is ((bias_negated ? -bias : bias) + bias_const) * bias_mult
+  // (x @ w - b, x @ w + 1, (x @ w + b) / 2): made per call into a per-thread vector when any of
+  // them is in use.
   bool bias_negated = false, has_bias_const = false;
-  float bias_const = 0.0f;
-  bool bias_made_per_call() const { return bias_negated || has_bias_const; }
+  float bias_const = 0.0f, bias_mult = 1.0f;
+  bool bias_made_per_call() const {
+    return bias_negated || has_bias_const || (has_bias && bias_mult != 1.0f);
+  }
   float scale = 1.0f;
   x86::Activation act = x86::Activation::none;
   ir::Shape out_dims;  // [batch..., M, N], possibly symbolic
@@ -184,7 +187,8 @@ const float* made_bias(const Plan& p, const float* bias, int64_t N) {
   thread_local std::vector<float> made;
   made.resize(size_t(N));
   const float sign = p.bias_negated ? -1.0f : 1.0f;
-  for (int64_t j = 0; j < N; ++j) made[size_t(j)] = (bias ? sign * bias[j] : 0.0f) + p.bias_const;
+  for (int64_t j = 0; j < N; ++j)
+    made[size_t(j)] = ((bias ? sign * bias[j] : 0.0f) + p.bias_const) * p.bias_mult;
   return made.data();
 }
 
@@ -198,6 +202,21 @@ const Node* strip_scalar(const Node* n, double* value) {
   if (!c->shape.empty()) return nullptr;
   *value = c->constant_at(0);
   return c;
+}
+
+// For n = y * s, s * y or y / s (s a scalar, not 0 when dividing): y, with *factor = s or 1 / s;
+// otherwise null.
+const Node* strip_scale(const Node* n, double* factor) {
+  if (n->op != Op::Mul && n->op != Op::Div) return nullptr;
+  double s = 0;
+  const Node* other = nullptr;
+  if (strip_scalar(n->inputs[1].get(), &s))
+    other = n->inputs[0].get();
+  else if (n->op == Op::Mul && strip_scalar(n->inputs[0].get(), &s))
+    other = n->inputs[1].get();
+  if (!other || (n->op == Op::Div && s == 0)) return nullptr;
+  *factor = n->op == Op::Div ? 1.0 / s : s;
+  return other;
 }
 
 // Why a group does not match; `epilogue` means the GEMM itself would be fine without its epilogue.
@@ -237,6 +256,16 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
       }
     }
   }
+  // A scale after the activation folds into the scale and bias before it where
+  // act(s * y) == s * act(y): with no activation, or relu and s > 0 ((x @ w + b) / 2,
+  // relu(x @ w + b) * 2); checked once the activation is known.
+  double post = 1;
+  if (double s = 1; cur != mm && cur->tag == ir::Composite::none) {
+    if (const Node* y = strip_scale(cur, &s); y && y != mm) {
+      post = s;
+      cur = y;
+    }
+  }
   if (cur != mm) {
     const Node* x = nullptr;
     switch (cur->tag) {
@@ -260,6 +289,11 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
     }
     if (x) cur = x;
   }
+  if (post != 1 &&
+      !(p.act == x86::Activation::none || (p.act == x86::Activation::relu && post > 0)))
+    return {Mismatch::Kind::epilogue,
+            "a scale after the activation (only relu with a positive "
+            "scale, or no activation, takes one)"};
   // A bias varies along N only, with unit stride in a dense leaf.
   auto bias_view = [&](const Node* bnode, OperandView& v) {
     if (bnode->shape != mm->shape || !resolve_view(bnode, leaf_index, v) ||
@@ -294,18 +328,12 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
     if (taken < 0) break;
     cur = cur->inputs[1 - taken].get();
   }
-  if (cur != mm && (cur->op == Op::Mul || cur->op == Op::Div)) {
-    double s = 0;
-    const Node* other = nullptr;
-    if (strip_scalar(cur->inputs[1].get(), &s))
-      other = cur->inputs[0].get();
-    else if (cur->op == Op::Mul && strip_scalar(cur->inputs[0].get(), &s))
-      other = cur->inputs[1].get();
-    if (other && (cur->op == Op::Mul || s != 0)) {
-      p.scale = static_cast<float>(cur->op == Op::Div ? 1.0 / s : s);
-      cur = other;
-    }
-  }
+  double scale = 1;
+  if (cur != mm)
+    if (const Node* y = strip_scale(cur, &scale)) cur = y;
+  // The scale after the activation, folded in.
+  p.scale = static_cast<float>(scale * post);
+  p.bias_mult = static_cast<float>(post);
   if (cur != mm)
     return {Mismatch::Kind::epilogue, "epilogue op " + std::string(ir::op_name(cur->op)) +
                                           " is not of the form act(scale * A@B + bias) + residual"};
