@@ -61,6 +61,14 @@ RefDot ref_dot(const std::vector<float>& x, const std::vector<float>& w, int64_t
   return r;
 }
 
+// x (m x k), w (k x n) and b (n) as the arguments of a linear layer.
+std::vector<kiln::Array> linear_args(std::vector<float>& x, std::vector<float>& w,
+                                     std::vector<float>& b, int64_t m, int64_t k, int64_t n) {
+  return {kiln::Array::view(x.data(), {m, k}, kiln::f32),
+          kiln::Array::view(w.data(), {k, n}, kiln::f32),
+          kiln::Array::view(b.data(), {n}, kiln::f32)};
+}
+
 int64_t kernels_on(const kiln::Function& f, const std::string& backend) {
   auto s = f.stats();
   auto it = s.backend_kernels.find(backend);
@@ -211,9 +219,7 @@ TEST_CASE("a subtracted bias and scalar terms are the fused bias", "[x86][backen
   // kernel each (in a build without LLVM too), no fallback; the bias made per call.
   const int64_t m = 11, k = 19, n = 37;
   auto x = random_values(m * k, 17), w = random_values(k * n, 18), b = random_values(n, 19);
-  const std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {m, k}, kiln::f32),
-                                         kiln::Array::view(w.data(), {k, n}, kiln::f32),
-                                         kiln::Array::view(b.data(), {n}, kiln::f32)};
+  const std::vector<kiln::Array> args = linear_args(x, w, b, m, k, n);
   using T = kiln::Tensor;
   struct Case {
     const char* name;
@@ -265,9 +271,7 @@ TEST_CASE("a scale after an activation it does not commute with is split off, an
           "[x86][backend]" KILN_NEEDS_LLVM) {
   const int64_t m = 6, k = 10, n = 9;
   auto x = random_values(m * k, 20), w = random_values(k * n, 21), b = random_values(n, 22);
-  const std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {m, k}, kiln::f32),
-                                         kiln::Array::view(w.data(), {k, n}, kiln::f32),
-                                         kiln::Array::view(b.data(), {n}, kiln::f32)};
+  const std::vector<kiln::Array> args = linear_args(x, w, b, m, k, n);
   using T = kiln::Tensor;
   kiln::Function neg =
       kiln::jit([](T x, T w, T b) { return kiln::relu(kiln::matmul(x, w) + b) * -2.0; });
