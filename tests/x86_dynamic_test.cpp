@@ -92,3 +92,25 @@ TEST_CASE("a mask broadcast over batch dims is the batched matmul's fused residu
   CHECK(st.backend_kernels.count("llvm") == 0);
   CHECK(st.fallbacks == 0);
 }
+
+TEST_CASE("a scalar bias term with symbolic N is made per call, with exact N once at compile time",
+          "[jit][x86]") {
+  Rng rng(12);
+  auto body = [](Tensor x, Tensor w) { return kiln::relu(kiln::matmul(x, w) * 2.0 - 1.5) / 4.0; };
+  Function f = kiln::jit(body, symbolic_mode());
+  check_extents(body, f, {3, 17, 40}, 20, [&](int64_t n) {
+    return std::vector<TestArray>{make_array(rng, {n, 20}, DType::f32),
+                                  make_array(rng, {20, n + 5}, DType::f32)};
+  });
+  Function g = kiln::jit(body);
+  check_extents(body, g, {9}, 20, [&](int64_t n) {
+    return std::vector<TestArray>{make_array(rng, {n, 20}, DType::f32),
+                                  make_array(rng, {20, 33}, DType::f32)};
+  });
+  for (const Function* h : {&f, &g}) {
+    auto st = h->stats();
+    CHECK(st.backend_kernels["x86"] >= 1);
+    CHECK(st.backend_kernels.count("llvm") == 0);
+    CHECK(st.fallbacks == 0);
+  }
+}

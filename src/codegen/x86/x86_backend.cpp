@@ -181,14 +181,19 @@ struct Plan {
   ir::Dim K;
 };
 
-// The bias of a launch whose plan makes it per call: (negated ? -bias : bias) + const over N
-// columns (bias: null for none), in a per-thread vector that lives until the thread's next launch.
-const float* made_bias(const Plan& p, const float* bias, int64_t N) {
-  thread_local std::vector<float> made;
+// The bias a plan makes, ((negated ? -bias : bias) + const) * mult over N columns (bias: null
+// for none), into `made`.
+void make_bias(const Plan& p, const float* bias, int64_t N, std::vector<float>& made) {
   made.resize(size_t(N));
   const float sign = p.bias_negated ? -1.0f : 1.0f;
   for (int64_t j = 0; j < N; ++j)
     made[size_t(j)] = ((bias ? sign * bias[j] : 0.0f) + p.bias_const) * p.bias_mult;
+}
+
+// The same per launch, in a per-thread vector that lives until the thread's next launch.
+const float* made_bias(const Plan& p, const float* bias, int64_t N) {
+  thread_local std::vector<float> made;
+  make_bias(p, bias, N, made);
   return made.data();
 }
 
@@ -356,6 +361,8 @@ class X86Kernel : public CompiledKernel {
   Resolved a_fixed, b_fixed;
   int64_t bias_offset = 0;  // bias leaves are dense (the matcher requires it)
   Resolved residual_fixed;  // its batch strides (0 where broadcast), unless the leaf is symbolic
+  // A made bias that reads no input (a scalar term alone, N exact): made once, at compile time.
+  std::vector<float> const_bias;
   bool dynamic_m = false, dynamic_nk = false, dynamic_batch = false;
   // Exact extents and strides, no batch dims: the GEMM plan resolved at compile time for a pool of
   // fixed_threads threads (a launch on another pool looks its plan up, ~60-80 ns).
@@ -425,7 +432,10 @@ class X86Kernel : public CompiledKernel {
       epi.bias = ptr(p.bias.leaf,
                      lbias.symbolic ? resolve_offset(p.bias, lbias, strides, dims) : bias_offset);
     }
-    if (p.bias_made_per_call()) epi.bias = made_bias(p, epi.bias, N);
+    if (!const_bias.empty())
+      epi.bias = const_bias.data();
+    else if (p.bias_made_per_call())
+      epi.bias = made_bias(p, epi.bias, N);
     // The residual's strides: rows ld_residual apart, batches (0 along dims it is broadcast
     // over) in r.stride[0, nb).
     if (r_call) resolve_into(runtime[2], p.residual, *lr, strides, dims);
@@ -546,6 +556,8 @@ class X86Backend : public Backend {
       k->bias_offset = resolve_offset(p.bias, k->leaves[p.bias.leaf], nullptr, nullptr);
     if (p.has_residual)
       k->residual_fixed = resolve(p.residual, k->leaves[p.residual.leaf], nullptr, nullptr);
+    if (p.has_bias_const && !p.has_bias && !p.out_dims[nb + 1].is_symbolic())
+      make_bias(p, nullptr, p.out_dims[nb + 1].value, k->const_bias);
     // The problem with dense strides where they are runtime (and, with symbolic extents, one
     // representative extent, kListingExtent): the listing's, and the fixed plan's.
     x86::GemmProblem lp;
