@@ -5,7 +5,11 @@
 //    be a broadcast residual), and against the scores alone;
 //  - two matmuls reading one transposed weight, (x @ w.T, z @ w.T): both read w in place, against
 //    a kernel storing w.T first and both matmuls reading the copy (what kiln compiled before a
-//    view read by two kernels joined each of them).
+//    view read by two kernels joined each of them);
+//  - a GEMV written with a vector and its epilogue, relu(W @ v + b): one x86 kernel (W @ v run as
+//    v^T @ W^T, the traced reshape to a vector sunk below the epilogue), against the GEMV then a
+//    relu(+ b) pass (what kiln compiled before), and W @ v alone as a vector and as a [K, 1]
+//    column (the orientation the GEMM ran W @ v in before).
 // Outputs are caller-owned (Function::call), so no contender allocates per call. The two-kernel
 // contenders need the LLVM backend (their second kernel is elementwise); without it they are left
 // out, with a line saying so. Every contender's result is checked against the fused one's.
@@ -177,6 +181,39 @@ int main(int argc, char** argv) {
       ok = check("x @ w.T in place against from the copy", y1, c1, 1e-4) && ok;
       ok = check("z @ w.T in place against from the copy", y2, c2, 1e-4) && ok;
     }
+  }
+  for (auto [M, K] : {std::pair<int64_t, int64_t>{4096, 4096}, {1024, 1024}, {256, 256}}) {
+    Buffer w = random_buffer({M, K}, rng), v = random_buffer({K}, rng), b = random_buffer({M}, rng);
+    Buffer fused_out = zero_buffer({M}), split_out = zero_buffer({M}), y = zero_buffer({M}),
+           col = zero_buffer({M, 1});
+    Buffer v_col{v.data, {K, 1}};
+    kiln::Function fused =
+        kiln::jit([](Tensor w, Tensor v, Tensor b) { return kiln::relu(kiln::matmul(w, v) + b); });
+    kiln::Function gemv = kiln::jit([](Tensor w, Tensor v) { return kiln::matmul(w, v); });
+    kiln::Function gemv_col = kiln::jit([](Tensor w, Tensor v) { return kiln::matmul(w, v); });
+    kiln::Function epilogue = kiln::jit([](Tensor y, Tensor b) { return kiln::relu(y + b); });
+    std::vector<kiln::bench::Contender> cs;
+    cs.push_back({"relu(W @ v + b) fused", [&] {
+                    call(fused, {w.view(), v.view(), b.view()}, {fused_out.view()});
+                  }});
+    if (llvm)
+      cs.push_back({"W @ v, then relu(+ b)", [&] {
+                      call(gemv, {w.view(), v.view()}, {y.view()});
+                      call(epilogue, {y.view(), b.view()}, {split_out.view()});
+                    }});
+    cs.push_back({"W @ v alone", [&] { call(gemv, {w.view(), v.view()}, {y.view()}); }});
+    cs.push_back({"W @ v[K, 1] alone", [&] {
+                    call(gemv_col, {w.view(), v_col.view()}, {col.view()});
+                  }});
+    const auto t = kiln::bench::run_paired(cs, rounds, 0.05);
+    const std::string title =
+        "relu(W @ v + b), W: [" + std::to_string(M) + ", " + std::to_string(K) + "]";
+    report(title.c_str(), t, "relu(W @ v + b) fused");
+    std::printf(
+        "  kernels: fused %s%s\n", kernels_of(fused).c_str(),
+        llvm ? ("; split " + kernels_of(gemv) + ", then " + kernels_of(epilogue)).c_str() : "");
+    ok = check("W @ v against W @ v[K, 1]", y, Buffer{col.data, {M}}, 1e-4) && ok;
+    if (llvm) ok = check("fused against the two kernels", fused_out, split_out, 1e-4) && ok;
   }
   std::printf("\nresult checks: %s\n", ok ? "all passed" : "FAILED");
   return ok ? 0 : 1;

@@ -511,6 +511,66 @@ TEST_CASE("verify: rejects malformed nodes with CompileError naming them", "[ir]
 // ---------------------------------------------------------------------------------------------
 // Pipeline
 
+TEST_CASE("vector_matmul: W @ v runs as a row product, its reshape sinks below the epilogue",
+          "[ir][passes][vector_matmul]") {
+  NodePtr w = make_input(0, DType::f32, S({2, 6, 5}));  // batched W
+  NodePtr v = make_input(1, DType::f32, S({5}));
+  NodePtr b = make_input(2, DType::f32, S({6}));
+  NodePtr u = make_input(3, DType::f32, S({6}));
+  NodePtr gelu_in;
+  {
+    LocScope loc("model.py:3");
+    // relu(W @ v + b) * 2, gelu-tagged root over u @ W[0] (an elementwise composite), W @ v alone.
+    NodePtr y = make_matmul(w, v);  // [2, 6]
+    NodePtr e = make_binary(
+        Op::Mul, make_unary(Op::Relu, make_binary(Op::Add, y, make_expand(b, S({2, 6})))),
+        make_expand(make_scalar(2, DType::f32), S({2, 6})));
+    NodePtr z = make_matmul(u, make_slice(w, {0, 0, 0}, {1, 1, 1}, S({1, 6, 5})));  // [1, 5]
+    NodePtr t = tag_composite(make_unary(Op::Tanh, z), Composite::gelu);
+    Graph g = graph_of({w, v, b, u}, {e, t, make_matmul(w, v)});
+    Graph p = run_pipeline(g);
+    INFO(print(g) << "--- after ---\n" << print(p));
+    // Each output: a unit reshape of the value computed at the matmul's shape.
+    for (const NodePtr& o : p.outputs) REQUIRE(o->op == Op::Reshape);
+    const NodePtr& mul = p.outputs[0]->inputs[0];
+    CHECK(mul->op == Op::Mul);
+    CHECK(mul->shape == S({2, 1, 6}));
+    CHECK(mul->loc == "model.py:3");
+    REQUIRE(mul->inputs[0]->op == Op::Relu);
+    const NodePtr& add = mul->inputs[0]->inputs[0];
+    REQUIRE(add->op == Op::Add);
+    const NodePtr& mm = add->inputs[0];
+    REQUIRE(mm->op == Op::MatMul);
+    CHECK(mm->shape == S({2, 1, 6}));         // v^T @ W^T
+    CHECK(mm->inputs[1]->op == Op::Permute);  // W read transposed
+    CHECK(p.outputs[1]->inputs[0]->tag == Composite::gelu);
+    CHECK(p.outputs[1]->inputs[0]->inputs[0]->op == Op::MatMul);
+    CHECK(p.outputs[2]->inputs[0] == mm);  // the same product, once
+    check_same_semantics(g, p);
+    CHECK(run_pipeline(p).structural_hash() == p.structural_hash());
+  }
+}
+
+TEST_CASE("vector_matmul: leaves other reshapes and broadcast operands alone",
+          "[ir][passes][vector_matmul]") {
+  NodePtr x = make_input(0, DType::f32, S({4, 6}));
+  NodePtr a = make_input(1, DType::f32, S({3, 4}));
+  NodePtr v = make_input(2, DType::f32, S({6}));
+  // A reshape of a non-matmul, and a matmul's reshape that is not a unit reshape.
+  NodePtr r1 = make_unary(Op::Exp, make_reshape(x, S({1, 24})));
+  NodePtr r2 = make_unary(Op::Exp, make_reshape(make_matmul(a, x), S({2, 9})));
+  // A vector product that the epilogue broadcasts (its input shape differs from the op's).
+  NodePtr r3 = make_binary(Op::Add, make_expand(make_matmul(x, v), S({2, 4})),
+                           make_input(3, DType::f32, S({2, 4})));
+  Graph g = graph_of({x, a, v, r3->inputs[1]}, {r1, r2, r3});
+  Graph p = run_pipeline(g);
+  INFO(print(p));
+  CHECK(p.outputs[0]->op == Op::Exp);
+  CHECK(p.outputs[1]->op == Op::Exp);
+  CHECK(p.outputs[2]->op == Op::Add);
+  check_same_semantics(g, p);
+}
+
 TEST_CASE("pipeline: preserves semantics and reaches a fixed point", "[ir][passes][pipeline]") {
   NodePtr x = make_input(0, DType::f32, S({3, 5}));
   NodePtr y = make_input(1, DType::f32, S({5}));

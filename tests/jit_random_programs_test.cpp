@@ -324,9 +324,11 @@ class Generator {
         std::vector<size_t> ok;
         for (size_t i = 0; i < pool_.size(); ++i) {
           auto o = shape_of(pool_[i].t);
-          if (o.size() >= 2 && o.size() <= 3 && o[o.size() - 2] == k &&
-              kiln::is_floating(pool_[i].t.dtype()) &&
-              (o.size() == 2 || nd <= 2 || o[0] == s[0] || o[0] == 1 || s[0] == 1 || nd < 3))
+          if (!kiln::is_floating(pool_[i].t.dtype())) continue;
+          // A matrix, or (x being one) a vector: W @ v.
+          if ((o.size() >= 2 && o.size() <= 3 && o[o.size() - 2] == k &&
+               (o.size() == 2 || nd <= 2 || o[0] == s[0] || o[0] == 1 || s[0] == 1 || nd < 3)) ||
+              (o.size() == 1 && o[0] == k && nd >= 2))
             ok.push_back(i);
         }
         Value b;
@@ -334,6 +336,7 @@ class Generator {
           b = pool_[pick(rng_, ok)];
         } else {
           std::vector<int64_t> bs = {k, random_dim(rng_, false, 17)};
+          if (nd >= 2 && coin(4)) bs.pop_back();  // W @ v
           b = {random_constant(bs, float_of(x)), 2, true, false};
         }
         Tensor r;

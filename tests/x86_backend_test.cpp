@@ -338,6 +338,107 @@ TEST_CASE("a 1-d operand's matmul is one x86 kernel storing straight into the ou
   }
 }
 
+TEST_CASE("a 1-d operand's matmul takes its epilogue: one x86 kernel", "[x86][backend]") {
+  // W @ v + b, relu(W @ v + b) + r, gelu(v @ W + b), W @ v - 1 with a batched W, and a constant
+  // bias: the traced reshape to a vector sinks below the epilogue (and W @ v runs as v^T @ W^T,
+  // so the bias is along the GEMM's columns): one x86 kernel, no LLVM kernel, no fallback.
+  using T = kiln::Tensor;
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{37, 53}, {1, 1}, {1, 9}, {17, 1}, {64, 128}}) {
+    const int64_t nb = 3;
+    auto w = random_values(nb * m * k, 30), v = random_values(k, 31), b = random_values(m, 32),
+         r = random_values(m, 33), u = random_values(m, 34), bk = random_values(k, 35);
+    const auto W = kiln::Array::view(w.data(), {m, k}, kiln::f32);
+    const auto Wb = kiln::Array::view(w.data(), {nb, m, k}, kiln::f32);
+    const auto V = kiln::Array::view(v.data(), {k}, kiln::f32);
+    const auto U = kiln::Array::view(u.data(), {m}, kiln::f32);
+    const auto B = kiln::Array::view(b.data(), {m}, kiln::f32);
+    const auto R = kiln::Array::view(r.data(), {m}, kiln::f32);
+    auto wv = [&](int64_t bi, int64_t i) {  // (W @ v)[bi, i] and its terms' magnitude
+      RefDot d;
+      for (int64_t q = 0; q < k; ++q) {
+        const double t = double(w[(bi * m + i) * k + q]) * v[q];
+        d.acc += t;
+        d.mag += std::abs(t);
+      }
+      return d;
+    };
+    auto uw = [&](int64_t j) {  // (u @ W)[j] with W [m, k]
+      RefDot d;
+      for (int64_t i = 0; i < m; ++i) {
+        const double t = double(u[i]) * w[i * k + j];
+        d.acc += t;
+        d.mag += std::abs(t);
+      }
+      return d;
+    };
+    struct Case {
+      const char* name;
+      kiln::Function f;
+      std::vector<kiln::Array> args;
+      std::vector<int64_t> shape;
+      std::function<std::pair<double, double>(int64_t)> ref;  // element e: value, magnitude
+    };
+    const std::vector<float> cb = b;
+    std::vector<Case> cases;
+    cases.push_back({"W @ v + b",
+                     kiln::jit([](T w, T v, T b) { return kiln::matmul(w, v) + b; }),
+                     {W, V, B},
+                     {m},
+                     [&](int64_t i) {
+                       auto d = wv(0, i);
+                       return std::pair{d.acc + b[i], d.mag};
+                     }});
+    cases.push_back(
+        {"relu(W @ v + b) + r",
+         kiln::jit([](T w, T v, T b, T r) { return kiln::relu(kiln::matmul(w, v) + b) + r; }),
+         {W, V, B, R},
+         {m},
+         [&](int64_t i) {
+           auto d = wv(0, i);
+           return std::pair{std::max(d.acc + b[i], 0.0) + r[i], d.mag};
+         }});
+    cases.push_back({"gelu(u @ W + b)",
+                     kiln::jit([](T u, T w, T b) { return kiln::gelu(kiln::matmul(u, w) + b); }),
+                     {U, W, kiln::Array::view(bk.data(), {k}, kiln::f32)},
+                     {k},
+                     [&](int64_t j) {
+                       auto d = uw(j);
+                       return std::pair{gelu(d.acc + bk[j]), d.mag};
+                     }});
+    cases.push_back({"batched W @ v - 1",
+                     kiln::jit([](T w, T v) { return kiln::matmul(w, v) - 1.0; }),
+                     {Wb, V},
+                     {nb, m},
+                     [&](int64_t e) {
+                       auto d = wv(e / m, e % m);
+                       return std::pair{d.acc - 1, d.mag};
+                     }});
+    cases.push_back({"W @ v + a constant b",
+                     kiln::jit([&cb, m](T w, T v) {
+                       return kiln::matmul(w, v) + kiln::constant(cb.data(), {m}, kiln::f32);
+                     }),
+                     {W, V},
+                     {m},
+                     [&](int64_t i) {
+                       auto d = wv(0, i);
+                       return std::pair{d.acc + b[i], d.mag};
+                     }});
+    for (Case& c : cases) {
+      INFO(c.name << " at m=" << m << ", k=" << k);
+      auto out = c.f(c.args);
+      REQUIRE(out[0].shape() == c.shape);
+      for (int64_t e = 0; e < out[0].numel(); ++e) {
+        const auto [want, mag] = c.ref(e);
+        REQUIRE(std::abs(out[0].data<float>()[e] - want) <=
+                1e-5 + 1e-5 * std::abs(want) + 2e-6 * mag);
+      }
+      CHECK(kernels_on(c.f, "x86") == 1);
+      CHECK(kernels_on(c.f, "llvm") == 0);
+      CHECK(c.f.stats().fallbacks == 0);
+    }
+  }
+}
+
 TEST_CASE("transposed, strided and batched operands are read in place", "[x86][backend]") {
   const int64_t batch = 3, m = 5, k = 7, n = 6;
   auto a = random_values(batch * k * m, 7), w = random_values(n * k, 8);

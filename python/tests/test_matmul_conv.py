@@ -91,6 +91,36 @@ def test_a_gemv_written_with_a_vector_is_one_x86_kernel():
     assert f.stats()["backend_kernels"] == {"x86": 1} and g.stats()["backend_kernels"] == {"x86": 1}
 
 
+@pytest.mark.parametrize("form", ["W@v+b", "relu(W@v+b)+r", "gelu(u@W+b)", "silu(u@W)*2", "W3@v-1", "W@v+b (numpy b)"])
+def test_a_gemv_written_with_a_vector_takes_its_epilogue(form):
+    # The vector result's reshape sinks below the bias and activation, and W @ v runs as
+    # v^T @ W^T (its bias along the GEMM's columns): one x86 kernel, in a build without LLVM too.
+    rng = rng_for("gemv-epilogue", form)
+    w3 = random_array(rng, (3, 40, 70), np.float32)
+    w, v, u = w3[1], random_array(rng, (70,), np.float32), random_array(rng, (40,), np.float32)
+    b, r, bn = random_array(rng, (40,), np.float32), random_array(rng, (40,), np.float32), random_array(rng, (70,), np.float32)
+    fn, args, want = {
+        "W@v+b": (lambda w, v, b: w @ v + b, (w, v, b), f64(w) @ f64(v) + f64(b)),
+        "relu(W@v+b)+r": (lambda w, v, b, r: kiln.relu(w @ v + b) + r, (w, v, b, r),
+                          np.maximum(f64(w) @ f64(v) + f64(b), 0) + f64(r)),
+        "gelu(u@W+b)": (lambda u, w, b: kiln.gelu(u @ w + b), (u, w, bn), np_gelu(f64(u) @ f64(w) + f64(bn))),
+        "silu(u@W)*2": (lambda u, w: kiln.silu(u @ w) * 2.0, (u, w),
+                        2 * (f64(u) @ f64(w)) / (1 + np.exp(-(f64(u) @ f64(w))))),
+        "W3@v-1": (lambda w, v: w @ v - 1.0, (w3, v), f64(w3) @ f64(v) - 1),
+        "W@v+b (numpy b)": (lambda w, v: w @ v + b, (w, v), f64(w) @ f64(v) + f64(b)),
+    }[form]
+    expect_split = form == "silu(u@W)*2"  # a scale after silu does not fold in: split, counted
+    if expect_split and kiln.device_info()["llvm"] is None:
+        pytest.skip("the split-off epilogue is an elementwise kernel, which only LLVM builds compile")
+    f = kiln.jit(fn)
+    got = f(*args)
+    assert got.shape == want.shape
+    assert_close(got, want, np.float32, k=70)
+    s = f.stats()
+    assert s["backend_kernels"] == ({"x86": 1, "llvm": 1} if expect_split else {"x86": 1}), s
+    assert s["fallbacks"] == (1 if expect_split else 0), s
+
+
 @pytest.mark.parametrize("form", ["x@w-b", "relu(x@w+1.5)", "x@w*2-b+0.25", "x@w+b+0.5", "relu(x@w+b)*2",
                                   "(x@w+b)/2"])
 def test_subtracted_and_scalar_bias_terms_and_a_later_scale_fuse(form):

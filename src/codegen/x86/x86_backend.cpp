@@ -248,12 +248,17 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
           std::all_of(v.offset.begin(), v.offset.end(), [](int64_t o) { return o == 0; })) {
         // C's rows and columns are the dense leaf's last two dims (or their leading part: a
         // slice from 0), unit-stride along a row; batch dims may map to any of its other dims or
-        // be broadcast (an attention mask over batch and heads).
+        // be broadcast (an attention mask over batch and heads). Where C has a single row or
+        // column, that dim may be broadcast (the vector added to W @ v or v @ W).
         const size_t nd = v.dim.size();
         const int ld = static_cast<int>(g.leaves[v.leaf]->shape.size());
-        bool ok = nd >= 2 && ld >= 2 && v.dim[nd - 2] == ld - 2 && v.dim[nd - 1] == ld - 1 &&
-                  v.mult[nd - 2] == 1 && v.mult[nd - 1] == 1;
-        for (size_t d = 0; d + 2 < nd; ++d) ok = ok && (v.dim[d] < ld - 2);
+        if (nd < 2) continue;
+        const bool one_row = v.dim[nd - 2] < 0 && ir::is_one(mm->shape[nd - 2]);
+        const bool one_col = v.dim[nd - 1] < 0 && ir::is_one(mm->shape[nd - 1]);
+        bool ok = (one_col || (v.dim[nd - 1] == ld - 1 && v.mult[nd - 1] == 1)) &&
+                  (one_row || (v.dim[nd - 2] == ld - 2 && v.mult[nd - 2] == 1));
+        const int first_of_row = !one_row ? ld - 2 : !one_col ? ld - 1 : ld;
+        for (size_t d = 0; d + 2 < nd; ++d) ok = ok && (v.dim[d] < first_of_row);
         if (!ok) continue;
         p.residual = v;
         p.has_residual = true;
@@ -304,10 +309,17 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
     if (bnode->shape != mm->shape || !resolve_view(bnode, leaf_index, v) ||
         layouts[v.leaf].runtime_strides)
       return false;
-    bool ok = v.dim.back() >= 0 && v.mult.back() == 1 &&
-              g.leaves[v.leaf]->shape[v.dim.back()] == mm->shape.back();
-    for (size_t d = 0; d + 1 < v.dim.size(); ++d) ok = ok && v.dim[d] < 0;
     const ir::Shape& ls = g.leaves[v.leaf]->shape;
+    // With one column, the bias is one element (of a leaf [1], say, for W @ v with W [1, K]).
+    if (ir::is_one(mm->shape.back()) && v.dim.back() < 0) {
+      bool ok = true;
+      for (int d : v.dim) ok = ok && (d < 0 || ir::is_one(ls[d]));
+      return ok;
+    }
+    bool ok = v.dim.back() >= 0 && v.mult.back() == 1 && ls[v.dim.back()] == mm->shape.back();
+    // Other dims broadcast, or on a size-1 dim of the leaf (a folded constant [1, N]).
+    for (size_t d = 0; d + 1 < v.dim.size(); ++d)
+      ok = ok && (v.dim[d] < 0 || ir::is_one(ls[v.dim[d]]));
     for (size_t e = v.dim.back() + 1; e < ls.size(); ++e) ok = ok && ir::is_one(ls[e]);
     return ok;
   };

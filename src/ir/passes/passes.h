@@ -15,13 +15,15 @@ namespace detail {
 std::string print_node_line(const Graph& g, const Node& n);
 }  // namespace detail
 
+// W @ v as v^T @ W^T, and unit reshapes of matmuls sunk below the elementwise ops after them.
+Graph vector_matmul(const Graph& g);
 Graph simplify(const Graph& g);       // x*1, x+0, x-0, x/1, double permute, reshape of reshape, ...
 Graph constant_fold(const Graph& g);  // nodes whose inputs are all (small) constants
 Graph cse(const Graph& g);            // structurally equal nodes become one
 Graph dce(const Graph& g);            // rebuilds from the outputs
 
-// simplify, constant_fold, cse, dce (to a fixed point, bounded), with verify between passes in
-// debug builds.
+// vector_matmul, simplify, constant_fold, cse, dce (to a fixed point, bounded), with verify between
+// passes in debug builds.
 Graph run_pipeline(const Graph& g);
 
 }  // namespace kiln::ir

@@ -18,13 +18,15 @@ struct NamedPass {
 };
 
 constexpr NamedPass kPasses[] = {
+    {"vector_matmul", vector_matmul},
     {"simplify", simplify},
     {"constant_fold", constant_fold},
     {"cse", cse},
     {"dce", dce},
 };
 
-// Rounds of the whole list; each round only removes or merges nodes, so few are ever needed.
+// Rounds of the whole list; after the first round's vector_matmul (which adds a few nodes once),
+// each round only removes or merges nodes, so few are ever needed.
 constexpr int kMaxRounds = 4;
 
 Graph run_pass(const NamedPass& pass, const Graph& g, int round) {
