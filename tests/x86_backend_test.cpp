@@ -215,8 +215,9 @@ TEST_CASE("a weight view or bias two matmuls share is read in place by both, not
 }
 
 TEST_CASE("a subtracted bias and scalar terms are the fused bias", "[x86][backend]") {
-  // x @ w - b, relu(x @ w + 1.5), gelu(x @ w * 2 - b + 0.25), 0.5 + b + x @ w, x @ w - 1: one x86
-  // kernel each (in a build without LLVM too), no fallback; the bias made per call.
+  // x @ w - b, relu(x @ w + 1.5), gelu(x @ w * 2 - b + 0.25), 0.5 + b + x @ w, x @ w - 1,
+  // b - x @ w: one x86 kernel each (in a build without LLVM too), no fallback; the bias made per
+  // call.
   const int64_t m = 11, k = 19, n = 37;
   auto x = random_values(m * k, 17), w = random_values(k * n, 18), b = random_values(n, 19);
   const std::vector<kiln::Array> args = linear_args(x, w, b, m, k, n);
@@ -248,6 +249,18 @@ TEST_CASE("a subtracted bias and scalar terms are the fused bias", "[x86][backen
       {"0.5 * relu(x @ w + 1)",
        [](T x, T w, T) { return 0.5 * kiln::relu(kiln::matmul(x, w) + 1.0); },
        [](double y, double) { return 0.5 * std::max(y + 1, 0.0); }},
+      // Terms left of a subtraction: the rest is negated.
+      {"b - x @ w", [](T x, T w, T b) { return b - kiln::matmul(x, w); },
+       [](double y, double bj) { return bj - y; }},
+      {"relu(0.5 - x @ w * 2 + b)",
+       [](T x, T w, T b) { return kiln::relu(0.5 - kiln::matmul(x, w) * 2.0 + b); },
+       [](double y, double bj) { return std::max(0.5 - 2 * y + bj, 0.0); }},
+      {"b - (x @ w - 1)", [](T x, T w, T b) { return b - (kiln::matmul(x, w) - 1.0); },
+       [](double y, double bj) { return bj - y + 1; }},
+      {"silu(-(x @ w) + b)", [](T x, T w, T b) { return kiln::silu(-kiln::matmul(x, w) + b); },
+       [](double y, double bj) { return (bj - y) / (1 + std::exp(y - bj)); }},
+      {"(1 - x @ w) / 4", [](T x, T w, T) { return (1.0 - kiln::matmul(x, w)) / 4.0; },
+       [](double y, double) { return (1 - y) / 4; }},
   };
   for (const Case& c : cases) {
     INFO(c.name);

@@ -122,7 +122,7 @@ def test_a_gemv_written_with_a_vector_takes_its_epilogue(form):
 
 
 @pytest.mark.parametrize("form", ["x@w-b", "relu(x@w+1.5)", "x@w*2-b+0.25", "x@w+b+0.5", "relu(x@w+b)*2",
-                                  "(x@w+b)/2"])
+                                  "(x@w+b)/2", "b-x@w", "relu(0.5-x@w*2+b)", "-(x@w)+b"])
 def test_subtracted_and_scalar_bias_terms_and_a_later_scale_fuse(form):
     fn, ref = {
         "x@w-b": (lambda x, w, b: x @ w - b, lambda y, b: y - b),
@@ -131,6 +131,9 @@ def test_subtracted_and_scalar_bias_terms_and_a_later_scale_fuse(form):
         "x@w+b+0.5": (lambda x, w, b: x @ w + b + 0.5, lambda y, b: y + b + 0.5),
         "relu(x@w+b)*2": (lambda x, w, b: kiln.relu(x @ w + b) * 2.0, lambda y, b: 2 * np.maximum(y + b, 0)),
         "(x@w+b)/2": (lambda x, w, b: (x @ w + b) / 2.0, lambda y, b: (y + b) / 2),
+        "b-x@w": (lambda x, w, b: b - x @ w, lambda y, b: b - y),
+        "relu(0.5-x@w*2+b)": (lambda x, w, b: kiln.relu(0.5 - x @ w * 2.0 + b), lambda y, b: np.maximum(0.5 - 2 * y + b, 0)),
+        "-(x@w)+b": (lambda x, w, b: -(x @ w) + b, lambda y, b: b - y),
     }[form]
     rng = rng_for("bias-terms", form)
     x, w, b = random_array(rng, (9, 30), np.float32), random_array(rng, (30, 21), np.float32), random_array(rng, (21,), np.float32)

@@ -209,9 +209,13 @@ const Node* strip_scalar(const Node* n, double* value) {
   return c;
 }
 
-// For n = y * s, s * y or y / s (s a scalar, not 0 when dividing): y, with *factor = s or 1 / s;
-// otherwise null.
+// For n = y * s, s * y, y / s (s a scalar, not 0 when dividing) or -y: y, with *factor = s, 1 / s
+// or -1; otherwise null.
 const Node* strip_scale(const Node* n, double* factor) {
+  if (n->op == Op::Neg) {
+    *factor = -1;
+    return n->inputs[0].get();
+  }
   if (n->op != Op::Mul && n->op != Op::Div) return nullptr;
   double s = 0;
   const Node* other = nullptr;
@@ -323,33 +327,38 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
     for (size_t e = v.dim.back() + 1; e < ls.size(); ++e) ok = ok && ir::is_one(ls[e]);
     return ok;
   };
-  // Up to one bias vector and one scalar, added (either side) or subtracted (right side).
+  // Up to one bias vector and one scalar, added or subtracted, on either side: a term left of a
+  // subtraction negates what is below it (b - x @ w is -(x @ w) + b), `sign` of the rest.
+  double sign = 1;
   for (int term = 0; term < 2 && cur != mm && (cur->op == Op::Add || cur->op == Op::Sub); ++term) {
     const bool sub = cur->op == Op::Sub;
     int taken = -1;
-    for (int side = sub ? 1 : 0; side < 2 && taken < 0; ++side) {
+    for (int k = 0; k < 2 && taken < 0; ++k) {
+      const int side = sub ? 1 - k : k;  // a subtraction's right side first
       const Node* t = cur->inputs[side].get();
+      const double coeff = sub && side == 1 ? -sign : sign;
       double c = 0;
       OperandView v;
       if (!p.has_bias_const && strip_scalar(t, &c)) {
         p.has_bias_const = true;
-        p.bias_const = static_cast<float>(sub ? -c : c);
+        p.bias_const = static_cast<float>(coeff * c);
         taken = side;
       } else if (!p.has_bias && bias_view(t, v)) {
         p.bias = v;
         p.has_bias = true;
-        p.bias_negated = sub;
+        p.bias_negated = coeff < 0;
         taken = side;
       }
     }
     if (taken < 0) break;
+    if (sub && taken == 0) sign = -sign;
     cur = cur->inputs[1 - taken].get();
   }
   double scale = 1;
   if (cur != mm)
     if (const Node* y = strip_scale(cur, &scale)) cur = y;
-  // The scale after the activation, folded in.
-  p.scale = static_cast<float>(scale * post);
+  // The scale after the activation, and the sign, folded in.
+  p.scale = static_cast<float>(scale * post * sign);
   p.bias_mult = static_cast<float>(post);
   if (cur != mm)
     return {Mismatch::Kind::epilogue, "epilogue op " + std::string(ir::op_name(cur->op)) +
