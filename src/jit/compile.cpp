@@ -28,6 +28,7 @@ namespace {
 struct KernelChoice {
   std::shared_ptr<CompiledKernel> kernel;
   Backend* backend = nullptr;
+  enum class Source : uint8_t { memory, disk, compiled } source = Source::compiled;
 };
 
 std::mutex key_override_mu;
@@ -72,6 +73,7 @@ struct EpilogueSplit {
 KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
                         DType out_storage, const CompileRequest& req, int index,
                         const std::string& graph_text, CompileReport& report) {
+  using Source = KernelChoice::Source;
   Backend* be = nullptr;
   for (Backend* b : backends()) {
     Backend::Decline d;
@@ -118,9 +120,8 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
   kr.facts = req.guard->facts;
   auto& mem = cache::MemoryCache::global();
   std::shared_ptr<CompiledKernel> k = mem.get(key);
-  if (k && (!want_text || !k->asm_text.empty())) {
-    ++report.memory_hits;
-  } else {
+  Source source = Source::memory;
+  if (!k || (want_text && k->asm_text.empty())) {
     k = nullptr;
     // The disk cache holds no text: when IR and assembly are wanted, compile.
     auto kind = static_cast<cache::PayloadKind>(be->artifact_kind());
@@ -134,7 +135,7 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
           k->compile_ms =
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                   .count();
-          ++report.disk_hits;
+          source = Source::disk;
         } catch (const CompileError& e) {
           // A well-formed entry whose object does not link (another toolchain's bytes under a
           // colliding key): recompile; the store below replaces it.
@@ -146,7 +147,7 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
     if (!k) {
       std::vector<uint8_t> artifact;
       k = be->compile(kr, &artifact);
-      ++report.compiled;
+      source = Source::compiled;
       KILN_LOG_AT(debug) << "compiled kernel " << kr.name << " (" << be->name() << ", "
                          << k->compile_ms << " ms, key " << key.hex() << ")";
       if (disk && disk->writable() && !artifact.empty()) disk->store(key, kind, artifact);
@@ -157,7 +158,30 @@ KernelChoice get_kernel(const ir::FusionGroup& g, const std::vector<LeafLayout>&
   }
   if (!global_options().dump_dir.empty())
     write_kernel_dump(global_options().dump_dir, *k, g, graph_text);
-  return {k, be};
+  return {k, be, source};
+}
+
+// Counts how the kernels of one fusion attempt were obtained. A retry after a split looks up again
+// the kernels an earlier attempt made: those memory hits are not events of their own (`seen`: the
+// keys of earlier attempts).
+void count_sources(const std::vector<KernelChoice>& kernels, std::unordered_set<std::string>& seen,
+                   CompileReport& report) {
+  std::vector<std::string> keys;
+  for (const KernelChoice& c : kernels) {
+    switch (c.source) {
+      case KernelChoice::Source::memory:
+        report.memory_hits += !seen.count(c.kernel->key);
+        break;
+      case KernelChoice::Source::disk:
+        ++report.disk_hits;
+        break;
+      case KernelChoice::Source::compiled:
+        ++report.compiled;
+        break;
+    }
+    keys.push_back(c.kernel->key);
+  }
+  seen.insert(keys.begin(), keys.end());
 }
 
 }  // namespace
@@ -193,6 +217,7 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
   ir::FusionPlan plan;
   std::vector<KernelChoice> kernels;
   std::vector<std::vector<LeafLayout>> layouts_per_group;
+  std::unordered_set<std::string> keys_of_earlier_attempts;
   for (int attempt = 0;; ++attempt) {
     KILN_CHECK(attempt < 64) << "fusion did not converge";
     plan = ir::fuse(g, materialize);
@@ -220,12 +245,15 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
                                      exe->graph_text, report));
         layouts_per_group.push_back(std::move(layouts));
       }
+      count_sources(kernels, keys_of_earlier_attempts, report);
       break;
     } catch (const EpilogueSplit& s) {
+      count_sources(kernels, keys_of_earlier_attempts, report);
       KILN_LOG_AT(warn) << s.why;
       splits.push_back(s.why);
       materialize.insert(s.node);
     } catch (const FusionRejected& r) {
+      count_sources(kernels, keys_of_earlier_attempts, report);
       KILN_LOG_AT(debug) << "fusion: materializing " << ir::op_name(r.node->op)
                          << " read across rows of its kernel";
       materialize.insert(r.node);
