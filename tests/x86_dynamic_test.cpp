@@ -114,3 +114,32 @@ TEST_CASE("a scalar bias term with symbolic N is made per call, with exact N onc
     CHECK(st.fallbacks == 0);
   }
 }
+
+TEST_CASE("a constant bias vector subtracted or scaled is made once, at compile time",
+          "[jit][x86]") {
+  // x @ w - c and (x @ w + c) / 2 with c a constant: the kernel's bias, -c or c / 2, is made when
+  // the kernel is compiled; calls with other x (and more rows) read it.
+  Rng rng(13);
+  const TestArray c = make_array(rng, {21}, DType::f32);
+  const std::vector<float> cv(c.array.data<float>(), c.array.data<float>() + 21);
+  auto sub = [&cv](Tensor x, Tensor w) {
+    return kiln::matmul(x, w) - kiln::constant(cv.data(), {21}, kiln::f32);
+  };
+  auto half = [&cv](Tensor x, Tensor w) {
+    return (kiln::matmul(x, w) + kiln::constant(cv.data(), {21}, kiln::f32)) / 2.0;
+  };
+  for (auto body : {std::function<Tensor(Tensor, Tensor)>(sub), std::function(half)}) {
+    Options o;  // x's rows symbolic (w's columns are the constant's)
+    o.dynamic = DynamicMode::per_arg;
+    o.dynamic_dims = {{0, {0}}};
+    Function f = kiln::jit(body, o);
+    check_extents(body, f, {1, 5, 40}, 20, [&](int64_t n) {
+      return std::vector<TestArray>{make_array(rng, {n, 20}, DType::f32),
+                                    make_array(rng, {20, 21}, DType::f32)};
+    });
+    auto st = f.stats();
+    CHECK(st.backend_kernels["x86"] >= 1);
+    CHECK(st.backend_kernels.count("llvm") == 0);
+    CHECK(st.fallbacks == 0);
+  }
+}

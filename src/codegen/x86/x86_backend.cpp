@@ -382,7 +382,8 @@ class X86Kernel : public CompiledKernel {
   Resolved a_fixed, b_fixed;
   int64_t bias_offset = 0;  // bias leaves are dense (the matcher requires it)
   Resolved residual_fixed;  // its batch strides (0 where broadcast), unless the leaf is symbolic
-  // A made bias that reads no input (a scalar term alone, N exact): made once, at compile time.
+  // A made bias that reads no input (scalar terms alone or a constant vector, N exact): made once,
+  // at compile time.
   std::vector<float> const_bias;
   bool dynamic_m = false, dynamic_nk = false, dynamic_batch = false;
   // Exact extents and strides, no batch dims: the GEMM plan resolved at compile time for a pool of
@@ -577,8 +578,17 @@ class X86Backend : public Backend {
       k->bias_offset = resolve_offset(p.bias, k->leaves[p.bias.leaf], nullptr, nullptr);
     if (p.has_residual)
       k->residual_fixed = resolve(p.residual, k->leaves[p.residual.leaf], nullptr, nullptr);
-    if (p.has_bias_const && !p.has_bias && !p.out_dims[nb + 1].is_symbolic())
-      make_bias(p, nullptr, p.out_dims[nb + 1].value, k->const_bias);
+    // A made bias that reads no input (scalar terms alone, or a constant vector: x @ w - c) is
+    // made once here where N is exact.
+    if (p.bias_made_per_call() && !p.out_dims[nb + 1].is_symbolic()) {
+      const ir::Node* bleaf = p.has_bias ? g.leaves[p.bias.leaf].get() : nullptr;
+      if (!bleaf)
+        make_bias(p, nullptr, p.out_dims[nb + 1].value, k->const_bias);
+      else if (bleaf->op == Op::Constant)
+        make_bias(p,
+                  reinterpret_cast<const float*>(bleaf->attrs.data->bytes.data()) + k->bias_offset,
+                  p.out_dims[nb + 1].value, k->const_bias);
+    }
     // The problem with dense strides where they are runtime (and, with symbolic extents, one
     // representative extent, kListingExtent): the listing's, and the fixed plan's.
     x86::GemmProblem lp;
