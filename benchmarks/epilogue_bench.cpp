@@ -9,7 +9,10 @@
 //  - a GEMV written with a vector and its epilogue, relu(W @ v + b): one x86 kernel (W @ v run as
 //    v^T @ W^T, the traced reshape to a vector sunk below the epilogue), against the GEMV then a
 //    relu(+ b) pass (what kiln compiled before), and W @ v alone as a vector and as a [K, 1]
-//    column (the orientation the GEMM ran W @ v in before).
+//    column (the orientation the GEMM ran W @ v in before);
+//  - a SwiGLU feed-forward gate, silu(x @ w1) * (x @ w3): two x86 kernels, the second multiplying
+//    by the first's output in its epilogue, against both products stored and then a
+//    silu(a) * b pass (what kiln compiled before the epilogue could multiply).
 // Outputs are caller-owned (Function::call), so no contender allocates per call. The two-kernel
 // contenders need the LLVM backend (their second kernel is elementwise); without it they are left
 // out, with a line saying so. Every contender's result is checked against the fused one's.
@@ -214,6 +217,37 @@ int main(int argc, char** argv) {
         llvm ? ("; split " + kernels_of(gemv) + ", then " + kernels_of(epilogue)).c_str() : "");
     ok = check("W @ v against W @ v[K, 1]", y, Buffer{col.data, {M}}, 1e-4) && ok;
     if (llvm) ok = check("fused against the two kernels", fused_out, split_out, 1e-4) && ok;
+  }
+  for (int64_t M : {128, 16}) {
+    // A LLaMA-style gate at a quarter of LLaMA-7B's widths: x [M, 1024], w1, w3 [1024, 2816].
+    const int64_t K = 1024, N = 2816;
+    Buffer x = random_buffer({M, K}, rng), w1 = random_buffer({K, N}, rng),
+           w3 = random_buffer({K, N}, rng);
+    Buffer fused_out = zero_buffer({M, N}), split_out = zero_buffer({M, N}),
+           g = zero_buffer({M, N}), u = zero_buffer({M, N});
+    kiln::Function fused = kiln::jit([](Tensor x, Tensor w1, Tensor w3) {
+      return kiln::silu(kiln::matmul(x, w1)) * kiln::matmul(x, w3);
+    });
+    kiln::Function product = kiln::jit([](Tensor x, Tensor w) { return kiln::matmul(x, w); });
+    kiln::Function gate = kiln::jit([](Tensor g, Tensor u) { return kiln::silu(g) * u; });
+    std::vector<kiln::bench::Contender> cs;
+    cs.push_back({"gate in the epilogue", [&] {
+                    call(fused, {x.view(), w1.view(), w3.view()}, {fused_out.view()});
+                  }});
+    if (llvm)
+      cs.push_back({"products, then a pass", [&] {
+                      call(product, {x.view(), w1.view()}, {g.view()});
+                      call(product, {x.view(), w3.view()}, {u.view()});
+                      call(gate, {g.view(), u.view()}, {split_out.view()});
+                    }});
+    const auto t = kiln::bench::run_paired(cs, rounds, 0.05);
+    const std::string title =
+        "silu(x @ w1) * (x @ w3), x: [" + std::to_string(M) + ", 1024], w1, w3: [1024, 2816]";
+    report(title.c_str(), t, "gate in the epilogue");
+    std::printf(
+        "  kernels: fused %s%s\n", kernels_of(fused).c_str(),
+        llvm ? ("; split " + kernels_of(product) + ", then " + kernels_of(gate)).c_str() : "");
+    if (llvm) ok = check("fused against the three kernels", fused_out, split_out, 1e-3) && ok;
   }
   std::printf("\nresult checks: %s\n", ok ? "all passed" : "FAILED");
   return ok ? 0 : 1;

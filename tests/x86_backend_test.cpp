@@ -10,6 +10,7 @@
 #include "needs_llvm.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -450,6 +451,62 @@ TEST_CASE("a 1-d operand's matmul takes its epilogue: one x86 kernel", "[x86][ba
       CHECK(kernels_on(c.f, "x86") == 1);
       CHECK(kernels_on(c.f, "llvm") == 0);
       CHECK(c.f.stats().fallbacks == 0);
+    }
+  }
+}
+
+TEST_CASE("a gated linear unit is two x86 kernels: the second multiplies by the first's output",
+          "[x86][backend]") {
+  // silu(x @ w1) * (x @ w3) (SwiGLU), gelu(x @ w1 + b) * (x @ w3), (x @ w1) * (x @ w3) and a
+  // batched one: one product is stored, the other multiplies it in its epilogue (a gate); no
+  // LLVM kernel, no fallback (in a build without LLVM too).
+  using T = kiln::Tensor;
+  struct Case {
+    const char* name;
+    std::function<T(T, T, T, T)> fn;
+    std::function<double(double, double, double)> ref;  // of (x @ w1, x @ w3, b)
+  };
+  const std::vector<Case> cases = {
+      {"silu(x @ w1) * (x @ w3)",
+       [](T x, T w1, T w3, T) { return kiln::silu(kiln::matmul(x, w1)) * kiln::matmul(x, w3); },
+       [](double g, double u, double) { return g / (1 + std::exp(-g)) * u; }},
+      {"gelu(x @ w1 + b) * (x @ w3)",
+       [](T x, T w1, T w3, T b) {
+         return kiln::gelu(kiln::matmul(x, w1) + b) * kiln::matmul(x, w3);
+       },
+       [](double g, double u, double bj) { return gelu(g + bj) * u; }},
+      {"(x @ w3) * relu(x @ w1 * 2)",
+       [](T x, T w1, T w3, T) {
+         return kiln::matmul(x, w3) * kiln::relu(kiln::matmul(x, w1) * 2.0);
+       },
+       [](double g, double u, double) { return u * std::max(2 * g, 0.0); }},
+  };
+  for (auto [bt, m, k, n] : {std::array<int64_t, 4>{1, 13, 29, 45},
+                             {1, 1, 64, 100},
+                             {1, 64, 96, 130},
+                             {3, 5, 17, 19},
+                             {1, 1, 1, 1}}) {
+    auto x = random_values(bt * m * k, 40), w1 = random_values(k * n, 41),
+         w3 = random_values(k * n, 42), b = random_values(n, 43);
+    std::vector<int64_t> xs = bt > 1 ? std::vector<int64_t>{bt, m, k} : std::vector<int64_t>{m, k};
+    const std::vector<kiln::Array> args = {kiln::Array::view(x.data(), xs, kiln::f32),
+                                           kiln::Array::view(w1.data(), {k, n}, kiln::f32),
+                                           kiln::Array::view(w3.data(), {k, n}, kiln::f32),
+                                           kiln::Array::view(b.data(), {n}, kiln::f32)};
+    for (const Case& c : cases) {
+      INFO(c.name << " at " << bt << "x" << m << "x" << k << "x" << n);
+      kiln::Function f = kiln::jit([fn = c.fn](T x, T w1, T w3, T b) { return fn(x, w1, w3, b); });
+      auto out = f(args);
+      for (int64_t i = 0; i < bt * m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          const auto g = ref_dot(x, w1, i, j, k, n), u = ref_dot(x, w3, i, j, k, n);
+          const double want = c.ref(g.acc, u.acc, b[j]);
+          REQUIRE(std::abs(out[0].data<float>()[i * n + j] - want) <=
+                  1e-5 + 1e-5 * std::abs(want) + 4e-6 * (g.mag + 1) * (u.mag + 1));
+        }
+      CHECK(kernels_on(f, "x86") == 2);
+      CHECK(kernels_on(f, "llvm") == 0);
+      CHECK(f.stats().fallbacks == 0);
     }
   }
 }

@@ -54,13 +54,16 @@ inline const char* layout_name(Layout l) {
 struct EpiKind {
   Activation act = Activation::none;
   bool bias = false, scale = false, residual = false;
+  bool gate = false;  // the residual multiplies (GemmEpilogue::residual_mul)
 };
 
-// Four epilogues that between them use bias, scale, residual and activations of one pass (relu)
-// and two (gelu, silu), with none: for the sweeps that cycle through them.
-inline constexpr EpiKind kEpilogueCycle[4] = {
-    EpiKind{}, EpiKind{Activation::gelu, true, true, true},
-    EpiKind{Activation::relu, true, false, false}, EpiKind{Activation::silu, false, false, true}};
+// Four epilogues that between them use bias, scale, a residual added or multiplying, and
+// activations of one pass (relu) and two (gelu, silu), with none: for the sweeps that cycle
+// through them.
+inline constexpr EpiKind kEpilogueCycle[4] = {EpiKind{},
+                                              EpiKind{Activation::gelu, true, true, true},
+                                              EpiKind{Activation::relu, true, false, true, true},
+                                              EpiKind{Activation::silu, false, false, true}};
 
 // The ISAs this CPU runs, capped by KILN_ISA (the suite's KILN_ISA=avx2 repeat then runs the AVX2
 // kernels only: the plain run has run both); says once per process which it does not run (their
@@ -161,11 +164,15 @@ struct Expected {
   double value, tolerance;
 };
 inline Expected expected_element(double sum, double mag, int64_t K, double scale, double bias,
-                                 Activation act, bool has_residual, double residual) {
+                                 Activation act, bool has_residual, double residual,
+                                 bool gate = false) {
   double y = scale * sum + bias;
   double m = std::fabs(scale) * mag + std::fabs(bias);
   y = apply_act(act, y);
-  if (has_residual) {
+  if (has_residual && gate) {
+    y *= residual;
+    m *= std::fabs(residual);
+  } else if (has_residual) {
     y += residual;
     m += std::fabs(residual);
   }
@@ -212,6 +219,7 @@ class Case {
     p.epi.act = e_.act;
     p.epi.residual = e_.residual ? res_.data() : nullptr;
     p.epi.ld_residual = e_.residual ? ldr_ : 0;
+    p.epi.residual_mul = e_.gate;
     return p;
   }
   void run(ThreadPool& pool, Isa isa) { gemm(problem(), pool, isa); }
@@ -238,7 +246,7 @@ class Case {
         }
         const Expected want = expected_element(
             sum, mag, s_.K, e_.scale ? 0.75 : 1.0, e_.bias ? bias_[size_t(j)] : 0.0, e_.act,
-            e_.residual, e_.residual ? res_[size_t(i * ldr_ + j)] : 0.0);
+            e_.residual, e_.residual ? res_[size_t(i * ldr_ + j)] : 0.0, e_.gate);
         const double got = c_[size_t(1 + i * ldc_ + j)];
         if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
         worst = std::max(worst, std::fabs(got - want.value) / want.tolerance);
@@ -284,6 +292,7 @@ class BatchedCase {
     p.epi.act = e_.act;
     p.epi.residual = e_.residual ? res_.data() : nullptr;
     p.epi.ld_residual = s_.N;
+    p.epi.residual_mul = e_.gate;
     BatchStrides st{a_batched_ ? s_.M * s_.K : 0, b_batched_ ? s_.K * s_.N : 0, s_.M * s_.N,
                     s_.M * s_.N};
     gemm_batched(p, batch_, st, pool, isa);
@@ -303,7 +312,7 @@ class BatchedCase {
           }
           double y = apply_act(e_.act, sum + (e_.bias ? bias_[size_t(j)] : 0.0));
           const size_t ci = size_t(bt * s_.M * s_.N + i * s_.N + j);
-          if (e_.residual) y += res_[ci];
+          if (e_.residual) y = e_.gate ? y * res_[ci] : y + res_[ci];
           mag += 2;
           const double got = c_[ci];
           if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();

@@ -121,6 +121,24 @@ def test_a_gemv_written_with_a_vector_takes_its_epilogue(form):
     assert s["fallbacks"] == (1 if expect_split else 0), s
 
 
+@pytest.mark.parametrize("form", ["swiglu", "geglu", "gate"])
+def test_a_gated_linear_unit_is_two_x86_kernels(form):
+    # silu(x @ w1) * (x @ w3): one product stored, the other multiplying it in its epilogue; no
+    # elementwise kernel (so a build without LLVM runs it too).
+    rng = rng_for("glu", form)
+    x, w1, w3 = (random_array(rng, s, np.float32) for s in ((6, 40), (40, 56), (40, 56)))
+    g, u = f64(x) @ f64(w1), f64(x) @ f64(w3)
+    fn, want = {
+        "swiglu": (lambda x, w1, w3: kiln.silu(x @ w1) * (x @ w3), g / (1 + np.exp(-g)) * u),
+        "geglu": (lambda x, w1, w3: kiln.gelu(x @ w1) * (x @ w3), np_gelu(g) * u),
+        "gate": (lambda x, w1, w3: (x @ w1) * (x @ w3), g * u),
+    }[form]
+    f = kiln.jit(fn)
+    assert_close(f(x, w1, w3), want, np.float32, k=80)
+    s = f.stats()
+    assert s["backend_kernels"] == {"x86": 2} and s["fallbacks"] == 0, s
+
+
 @pytest.mark.parametrize("form", ["x@w-b", "relu(x@w+1.5)", "x@w*2-b+0.25", "x@w+b+0.5", "relu(x@w+b)*2",
                                   "(x@w+b)/2", "b-x@w", "relu(0.5-x@w*2+b)", "-(x@w)+b"])
 def test_subtracted_and_scalar_bias_terms_and_a_later_scale_fuse(form):

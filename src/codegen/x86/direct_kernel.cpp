@@ -142,7 +142,7 @@ void DirectGen::tile(int mr, int nv, int last_n) {
   e.scale_mem = ax::dword_ptr(args_, arg(offsetof(KernelArgs, scale)));
   e.bias = last && d_.has_bias;
   e.act = second_pass ? Activation::none : act;
-  e.residual = last && d_.has_residual && !second_pass;
+  e.residual = last && !second_pass ? d_.has_residual : kResidualNone;
   auto c_mem = [&](int i, int j) {
     return ax::ptr(ci_, col_, 0, int32_t((i * d_.ldc + j * vl_) * 4));
   };
@@ -165,7 +165,7 @@ void DirectGen::tile(int mr, int nv, int last_n) {
     for (int i = 0; i < mr; ++i)
       for (int j = 0; j < nv; ++j)
         items.push_back({c_mem(i, j), res_mem(i, j), j == nv - 1 ? last_n : vl_});
-    v_.activation_pass(items, act, last && d_.has_residual, 0);
+    v_.activation_pass(items, act, last ? d_.has_residual : kResidualNone, 0);
   }
 }
 

@@ -156,7 +156,7 @@ void DotGen::epilogue_store(int rows) {
   const ax::Vec x = ymm(0);
   const ax::Vec t[4] = {ymm(12), ymm(13), ymm(14), ymm(15)};
   // Outputs (and residual elements) a row apart, or one residual row for all (ld_res 0): the
-  // residual gathered into ymm(10) and added after the rest of the epilogue (it comes last), the
+  // residual gathered into ymm(10) and applied after the rest of the epilogue (it comes last), the
   // outputs stored one lane at a time.
   const bool res_strided = d_.has_residual && d_.ld_res != 1;
   if (d_.has_epilogue()) {
@@ -167,13 +167,16 @@ void DotGen::epilogue_store(int rows) {
     e.bias_broadcast = d_.bias_bcast != 0;
     e.bias_mem = d_.bias_bcast ? ax::dword_ptr(bias_) : ax::ptr(bias_);
     e.act = Activation(d_.act);
-    e.residual = d_.has_residual && !res_strided;
+    e.residual = res_strided ? kResidualNone : d_.has_residual;
     e.residual_mem = ax::ptr(res_);
     y_.epilogue(x, e, rows, t);
   }
   if (res_strided) {
     gather(10, res_, d_.ld_res, rows);
-    a_.vaddps(x, x, ymm(10));
+    if (d_.has_residual == kResidualMul)
+      a_.vmulps(x, x, ymm(10));
+    else
+      a_.vaddps(x, x, ymm(10));
   }
   if (d_.ldc == 1) {
     y_.store_masked(ax::ptr(out_), x, rows, t[0]);

@@ -19,9 +19,12 @@ enum class Isa : uint8_t { avx2, avx512 };
 struct CacheSizes;  // blocking.h
 class GemmPlan;
 enum class Activation : uint8_t { none, relu, gelu, gelu_tanh, silu };
+// How an epilogue's residual combines with the activated value (KernelDesc::has_residual).
+enum ResidualOp : int64_t { kResidualNone = 0, kResidualAdd = 1, kResidualMul = 2 };
 
 // Applied in registers, in this order, before C is stored:
 //   C(i, j) = act(scale * sum_k A(i, k) B(k, j) + bias[j]) + residual(i, j)
+// or, with residual_mul, times residual(i, j) (a gate: silu(x @ w1) * (x @ w3) with x @ w3 stored)
 // gelu is the erf form (0.5 x (1 + erf(x / sqrt 2)), erf the rational approximation of
 // codegen/erf_rational.h, a few ulp);
 // gelu_tanh is the tanh approximation; silu is x * sigmoid(x).
@@ -31,6 +34,7 @@ struct GemmEpilogue {
   Activation act = Activation::none;
   const float* residual = nullptr;  // residual(i, j) = residual[i * ld_residual + j]
   int64_t ld_residual = 0;
+  bool residual_mul = false;  // the residual multiplies instead of adding
 };
 
 // One operand: element (i, j) is at data[i * row_stride + j * col_stride] (transposes and strided

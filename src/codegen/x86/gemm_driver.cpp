@@ -135,7 +135,9 @@ KernelDesc epilogue_desc(const GemmProblem& p, Isa isa) {
   d.has_bias = p.epi.bias != nullptr;
   d.has_scale = p.epi.scale != 1.0f;
   d.act = int64_t(p.epi.act);
-  d.has_residual = p.epi.residual != nullptr;
+  d.has_residual = p.epi.residual == nullptr ? kResidualNone
+                   : p.epi.residual_mul      ? kResidualMul
+                                             : kResidualAdd;
   return d;
 }
 

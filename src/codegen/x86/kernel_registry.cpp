@@ -82,7 +82,7 @@ std::string KernelDesc::name() const {
     static const char* const kActs[] = {"", "_relu", "_gelu", "_gelu_tanh", "_silu"};
     s += kActs[act];
     if (has_residual)
-      s += "_res" +
+      s += std::string(has_residual == kResidualMul ? "_gate" : "_res") +
            (kind == KernelKind::direct || kind == KernelKind::dot ? num(ld_res) : std::string());
   } else {
     s += "_partial";

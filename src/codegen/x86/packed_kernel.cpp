@@ -156,7 +156,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   e.scale_mem = ax::dword_ptr(args, arg(offsetof(KernelArgs, scale)));
   e.bias = last && d.has_bias;
   e.act = second_pass ? Activation::none : act;
-  e.residual = last && d.has_residual && !second_pass;
+  e.residual = last && !second_pass ? d.has_residual : kResidualNone;
   for (int i = 0; i < mr; ++i) {
     for (int j = 0; j < nv; ++j) {
       const int n = j == nv - 1 ? last_n : vl;
@@ -173,7 +173,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
     }
   }
   if (second_pass) {
-    const bool residual = d.has_residual != 0;
+    const bool residual = d.has_residual != kResidualNone;
     const ax::Gp ldr = ra;  // free after the K loop
     a.mov(rc, rb);
     if (residual) {
@@ -191,7 +191,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
         for (int j = 0; j < nv; ++j)
           items.push_back({row_mem(rc, rem, k, int32_t(j * vl * 4)),
                            row_mem(res, ldr, k, int32_t(j * vl * 4)), j == nv - 1 ? last_n : vl});
-      v.activation_pass(items, act, residual, 0);
+      v.activation_pass(items, act, d.has_residual, 0);
       if (r0 + 3 < mr) {
         a.lea(rc, ax::ptr(rc, rem, 1));
         a.add(rc, rem);

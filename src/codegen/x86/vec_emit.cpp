@@ -127,6 +127,22 @@ void VecEmitter::add_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::
   }
 }
 
+void VecEmitter::residual_mem(int64_t op, const ax::Vec& dst, const ax::Mem& m, int n,
+                              const ax::Vec& tmp) {
+  if (op == kResidualAdd) {
+    add_mem(dst, m, n, tmp);
+  } else if (op == kResidualMul) {
+    if (n >= lanes()) {
+      a_.vmulps(dst, dst, m);
+    } else if (avx512_) {
+      a_.k(ax::k1).vmulps(dst, dst, m);  // merge-masked, as add_mem
+    } else {
+      load_masked(tmp, m, n, tmp);
+      a_.vmulps(dst, dst, tmp);
+    }
+  }
+}
+
 // z = exp(z) for every lane's z = l.t[zi] (temporaries l.t[ai], l.t[bi]), about 1 ulp on [-87, 88];
 // inputs are clamped to that range.
 void VecEmitter::exp_lanes(std::span<const ActLane> lanes, int zi, int ai, int bi) {
@@ -223,7 +239,7 @@ void VecEmitter::activation(const ax::Vec& x, Activation act, const ax::Vec t[4]
   activation(std::span<const ActLane>(&lane, 1), act);
 }
 
-void VecEmitter::activation_pass(std::span<const TileItem> items, Activation act, bool residual,
+void VecEmitter::activation_pass(std::span<const TileItem> items, Activation act, int64_t residual,
                                  int first_reg) {
   const bool masked =
       std::any_of(items.begin(), items.end(), [&](const TileItem& it) { return it.n < lanes(); });
@@ -247,7 +263,7 @@ void VecEmitter::activation_pass(std::span<const TileItem> items, Activation act
       load_masked(group_lanes[l].x, items[g0 + l].c, items[g0 + l].n, mask_tmp);
     activation(group_lanes, act);
     for (size_t l = 0; l < n; ++l) {
-      if (residual) add_mem(group_lanes[l].x, items[g0 + l].residual, items[g0 + l].n, mask_tmp);
+      residual_mem(residual, group_lanes[l].x, items[g0 + l].residual, items[g0 + l].n, mask_tmp);
       store_masked(items[g0 + l].c, group_lanes[l].x, items[g0 + l].n, mask_tmp);
     }
   }
@@ -269,7 +285,7 @@ void VecEmitter::epilogue(const ax::Vec& x, const Epilogue& e, int n, const ax::
     add_mem(x, e.bias_mem, n, t[0]);
   }
   activation(x, e.act, t);
-  if (e.residual) add_mem(x, e.residual_mem, n, t[0]);
+  residual_mem(e.residual, x, e.residual_mem, n, t[0]);
 }
 
 }  // namespace kiln::x86

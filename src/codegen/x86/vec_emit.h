@@ -81,6 +81,8 @@ class VecEmitter {
   void store_masked(const ax::Mem& m, const ax::Vec& src, int n, const ax::Vec& tmp);
   // dst += [m] over `n` lanes (n == lanes(): plain). tmp is clobbered.
   void add_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp);
+  // dst = dst + [m] or dst * [m] (op: kResidualAdd or kResidualMul; kResidualNone: nothing).
+  void residual_mem(int64_t op, const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp);
 
   // The epilogue tail after the sum (and C's partial sum) is in x: scale (broadcast from
   // scale_mem), bias, activation, residual. t[0..3] are free temporaries. Does not store.
@@ -91,7 +93,7 @@ class VecEmitter {
     bool bias_broadcast = false;  // one value at bias_mem for every lane
     ax::Mem bias_mem;
     Activation act = Activation::none;
-    bool residual = false;
+    int64_t residual = kResidualNone;  // ResidualOp
     ax::Mem residual_mem;
   };
   void epilogue(const ax::Vec& x, const Epilogue& e, int n, const ax::Vec t[4]);
@@ -112,13 +114,14 @@ class VecEmitter {
 
   // The second half of a tile's epilogue, for activations needs_pass(): each item's value
   // (already stored at `c`, scale and bias applied) is loaded, activated in groups of as many
-  // lanes as registers [first_reg, num_regs()) hold, the residual added, and stored back.
+  // lanes as registers [first_reg, num_regs()) hold, the residual (ResidualOp) applied, and stored
+  // back.
   struct TileItem {
     ax::Mem c;
     ax::Mem residual;
     int n = 0;  // valid lanes
   };
-  void activation_pass(std::span<const TileItem> items, Activation act, bool residual,
+  void activation_pass(std::span<const TileItem> items, Activation act, int64_t residual,
                        int first_reg);
 
  private:

@@ -167,6 +167,7 @@ Resolved* runtime_operands() {
 struct Plan {
   OperandView a, b, bias, residual;
   bool has_bias = false, has_residual = false;
+  bool residual_mul = false;  // the residual multiplies (a gate)
   // The bias the kernel adds is ((bias_negated ? -bias : bias) + bias_const) * bias_mult
   // (x @ w - b, x @ w + 1, (x @ w + b) / 2): made per call into a per-thread vector when any of
   // them is in use.
@@ -235,7 +236,8 @@ struct Mismatch {
   std::string why;
 };
 
-// Matches root = [residual +] act([bias +] [scale *] contraction).
+// Matches root = [residual +] act([bias +] [scale *] contraction), or with the residual a factor
+// (a gate: silu(x @ w1) * (x @ w3), the other product a stored leaf).
 Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, int>& leaf_index,
                const std::vector<LeafLayout>& layouts, Plan& p) {
   const Node* mm = g.contraction.get();
@@ -244,30 +246,35 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
     if (n->shape != shape || !resolve_view(n, leaf_index, v)) return false;
     return !layouts[v.leaf].runtime_strides;
   };
-  if (cur != mm && cur->op == Op::Add) {
+  // C's rows and columns are the dense leaf's last two dims (or their leading part: a slice from
+  // 0), unit-stride along a row; batch dims may map to any of its other dims or be broadcast (an
+  // attention mask over batch and heads). Where C has a single row or column, that dim may be
+  // broadcast (the vector added to W @ v or v @ W).
+  auto residual_view = [&](const Node* r, OperandView& v) {
+    if (!dense_leaf_of_shape(r, mm->shape, v) ||
+        !std::all_of(v.offset.begin(), v.offset.end(), [](int64_t o) { return o == 0; }))
+      return false;
+    const size_t nd = v.dim.size();
+    const int ld = static_cast<int>(g.leaves[v.leaf]->shape.size());
+    if (nd < 2) return false;
+    const bool one_row = v.dim[nd - 2] < 0 && ir::is_one(mm->shape[nd - 2]);
+    const bool one_col = v.dim[nd - 1] < 0 && ir::is_one(mm->shape[nd - 1]);
+    bool ok = (one_col || (v.dim[nd - 1] == ld - 1 && v.mult[nd - 1] == 1)) &&
+              (one_row || (v.dim[nd - 2] == ld - 2 && v.mult[nd - 2] == 1));
+    const int first_of_row = !one_row ? ld - 2 : !one_col ? ld - 1 : ld;
+    for (size_t d = 0; d + 2 < nd; ++d) ok = ok && (v.dim[d] < first_of_row);
+    return ok;
+  };
+  // A composite's root (silu is x * sigmoid(x)) is not a gate.
+  if (cur != mm &&
+      (cur->op == Op::Add || (cur->op == Op::Mul && cur->tag == ir::Composite::none))) {
     for (int side = 0; side < 2 && !p.has_residual; ++side) {
-      const Node* r = cur->inputs[side].get();
       OperandView v;
-      if (dense_leaf_of_shape(r, mm->shape, v) &&
-          std::all_of(v.offset.begin(), v.offset.end(), [](int64_t o) { return o == 0; })) {
-        // C's rows and columns are the dense leaf's last two dims (or their leading part: a
-        // slice from 0), unit-stride along a row; batch dims may map to any of its other dims or
-        // be broadcast (an attention mask over batch and heads). Where C has a single row or
-        // column, that dim may be broadcast (the vector added to W @ v or v @ W).
-        const size_t nd = v.dim.size();
-        const int ld = static_cast<int>(g.leaves[v.leaf]->shape.size());
-        if (nd < 2) continue;
-        const bool one_row = v.dim[nd - 2] < 0 && ir::is_one(mm->shape[nd - 2]);
-        const bool one_col = v.dim[nd - 1] < 0 && ir::is_one(mm->shape[nd - 1]);
-        bool ok = (one_col || (v.dim[nd - 1] == ld - 1 && v.mult[nd - 1] == 1)) &&
-                  (one_row || (v.dim[nd - 2] == ld - 2 && v.mult[nd - 2] == 1));
-        const int first_of_row = !one_row ? ld - 2 : !one_col ? ld - 1 : ld;
-        for (size_t d = 0; d + 2 < nd; ++d) ok = ok && (v.dim[d] < first_of_row);
-        if (!ok) continue;
-        p.residual = v;
-        p.has_residual = true;
-        cur = cur->inputs[1 - side].get();
-      }
+      if (!residual_view(cur->inputs[side].get(), v)) continue;
+      p.residual = v;
+      p.has_residual = true;
+      p.residual_mul = cur->op == Op::Mul;
+      cur = cur->inputs[1 - side].get();
     }
   }
   // A scale after the activation folds into the scale and bias before it where
@@ -448,7 +455,7 @@ class X86Kernel : public CompiledKernel {
     float* c = static_cast<float*>(bufs[leaves.size()]);
     // Every field given: a default-initialized GemmProblem compiled to a `rep stosq` that cost
     // ~30 cycles on each launch.
-    x86::GemmEpilogue epi{nullptr, plan.scale, plan.act, nullptr, 0};
+    x86::GemmEpilogue epi{nullptr, plan.scale, plan.act, nullptr, 0, plan.residual_mul};
     if (p.has_bias) {
       const LeafStrides& lbias = leaves[p.bias.leaf];
       epi.bias = ptr(p.bias.leaf,
@@ -607,6 +614,7 @@ class X86Backend : public Backend {
     if (p.has_residual) {
       lp.epi.residual = &dummy;
       lp.epi.ld_residual = k->residual_fixed.stride[nb];
+      lp.epi.residual_mul = p.residual_mul;
     }
     bool runtime = false, symbolic = false;
     for (const auto& l : k->leaves) {
