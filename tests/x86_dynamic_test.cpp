@@ -143,3 +143,34 @@ TEST_CASE("a constant bias vector subtracted or scaled is made once, at compile 
     CHECK(st.fallbacks == 0);
   }
 }
+
+TEST_CASE("a gate and a GEMV written with a vector stay fused with symbolic extents",
+          "[jit][dynamic][x86]") {
+  // silu(x @ w1) * (x @ w3) (x strided: its strides at run time) and W @ v + b, every dim
+  // symbolic: two compiles (an extent of 1 is a variant of its own), x86 kernels only, no
+  // fallback, at every extent.
+  Rng rng(14);
+  auto gate = [](Tensor x, Tensor w1, Tensor w3) {
+    return kiln::silu(kiln::matmul(x, w1)) * kiln::matmul(x, w3);
+  };
+  Function f = kiln::jit(gate, symbolic_mode());
+  check_extents(gate, f, {1, 6, 33}, 40, [&](int64_t m) {
+    return std::vector<TestArray>{make_array(rng, {m, 20}, DType::f32, Layout::strided),
+                                  make_array(rng, {20, 36}, DType::f32),
+                                  make_array(rng, {20, 36}, DType::f32)};
+  });
+  auto gemv = [](Tensor w, Tensor v, Tensor b) { return kiln::matmul(w, v) + b; };
+  Function g = kiln::jit(gemv, symbolic_mode());
+  check_extents(gemv, g, {1, 7, 40}, 24, [&](int64_t m) {
+    return std::vector<TestArray>{make_array(rng, {m, 24}, DType::f32),
+                                  make_array(rng, {24}, DType::f32),
+                                  make_array(rng, {m}, DType::f32)};
+  });
+  for (const Function* h : {&f, &g}) {
+    auto st = h->stats();
+    CHECK(st.compiles == 2);
+    CHECK(st.backend_kernels["x86"] == (h == &f ? 4 : 2));
+    CHECK(st.backend_kernels.count("llvm") == 0);
+    CHECK(st.fallbacks == 0);
+  }
+}
