@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -87,6 +88,21 @@ void report(const char* title, const kiln::bench::PairedTimes& t, const std::str
     }
     std::printf("\n");
   }
+}
+
+// "  kernels: fused <f's kernels>; split <each of split's, in order>" (the split form only where
+// it ran: with LLVM).
+void print_kernels(const kiln::Function& fused, bool llvm,
+                   std::initializer_list<const kiln::Function*> split) {
+  std::string s = "  kernels: fused " + kernels_of(fused);
+  if (llvm) {
+    const char* sep = "; split ";
+    for (const kiln::Function* f : split) {
+      s += sep + kernels_of(*f);
+      sep = ", then ";
+    }
+  }
+  std::printf("%s\n", s.c_str());
 }
 
 bool check(const char* what, const Buffer& got, const Buffer& want, double tol) {
@@ -212,9 +228,7 @@ int main(int argc, char** argv) {
     const std::string title =
         "relu(W @ v + b), W: [" + std::to_string(M) + ", " + std::to_string(K) + "]";
     report(title.c_str(), t, "relu(W @ v + b) fused");
-    std::printf(
-        "  kernels: fused %s%s\n", kernels_of(fused).c_str(),
-        llvm ? ("; split " + kernels_of(gemv) + ", then " + kernels_of(epilogue)).c_str() : "");
+    print_kernels(fused, llvm, {&gemv, &epilogue});
     ok = check("W @ v against W @ v[K, 1]", y, Buffer{col.data, {M}}, 1e-4) && ok;
     if (llvm) ok = check("fused against the two kernels", fused_out, split_out, 1e-4) && ok;
   }
@@ -244,9 +258,7 @@ int main(int argc, char** argv) {
     const std::string title =
         "silu(x @ w1) * (x @ w3), x: [" + std::to_string(M) + ", 1024], w1, w3: [1024, 2816]";
     report(title.c_str(), t, "gate in the epilogue");
-    std::printf(
-        "  kernels: fused %s%s\n", kernels_of(fused).c_str(),
-        llvm ? ("; split " + kernels_of(product) + ", then " + kernels_of(gate)).c_str() : "");
+    print_kernels(fused, llvm, {&product, &gate});
     if (llvm) ok = check("fused against the three kernels", fused_out, split_out, 1e-3) && ok;
   }
   std::printf("\nresult checks: %s\n", ok ? "all passed" : "FAILED");

@@ -2,6 +2,22 @@
 // register-blocked kernels and the fused epilogue; a constant weight is still packed once.
 #include "jit_dynamic_cases.h"
 
+namespace {
+
+// f compiled `x86_kernels` x86 kernels over its variants (or, at 0, some), no LLVM kernel, and no
+// fallback.
+void check_x86_only(const Function& f, int64_t x86_kernels = 0) {
+  auto st = f.stats();
+  if (x86_kernels > 0)
+    CHECK(st.backend_kernels["x86"] == x86_kernels);
+  else
+    CHECK(st.backend_kernels["x86"] >= 1);
+  CHECK(st.backend_kernels.count("llvm") == 0);
+  CHECK(st.fallbacks == 0);
+}
+
+}  // namespace
+
 TEST_CASE("symbolic matmuls run on the x86 backend", "[jit][dynamic][x86]") {
   Rng rng(9);
   auto body = [](Tensor x, Tensor w, Tensor b) { return kiln::relu(kiln::matmul(x, w) + b); };
@@ -53,10 +69,7 @@ TEST_CASE("a mask broadcast over batch dims is the batched matmul's fused residu
                                  make_array(rng, mask_shape, DType::f32)};
     Function f = kiln::jit(body);
     CHECK(check_against_reference(body, in, {.tol_scale = 8, .label = "mask", .function = &f}));
-    auto st = f.stats();
-    CHECK(st.backend_kernels["x86"] == 1);
-    CHECK(st.backend_kernels.count("llvm") == 0);
-    CHECK(st.fallbacks == 0);
+    check_x86_only(f, 1);
   }
   // A causal mask's leading block (mask[:M, :N] of a longer one): rows 12 apart, not N.
   auto body3 = [](Tensor q, Tensor k, Tensor mask) {
@@ -87,10 +100,7 @@ TEST_CASE("a mask broadcast over batch dims is the batched matmul's fused residu
       CHECK(check_against_reference(body2, in, {.tol_scale = 8, .label = "mask", .function = &f}));
     }
   }
-  auto st = f.stats();
-  CHECK(st.backend_kernels["x86"] >= 1);
-  CHECK(st.backend_kernels.count("llvm") == 0);
-  CHECK(st.fallbacks == 0);
+  check_x86_only(f);
 }
 
 TEST_CASE("a scalar bias term with symbolic N is made per call, with exact N once at compile time",
@@ -107,12 +117,7 @@ TEST_CASE("a scalar bias term with symbolic N is made per call, with exact N onc
     return std::vector<TestArray>{make_array(rng, {n, 20}, DType::f32),
                                   make_array(rng, {20, 33}, DType::f32)};
   });
-  for (const Function* h : {&f, &g}) {
-    auto st = h->stats();
-    CHECK(st.backend_kernels["x86"] >= 1);
-    CHECK(st.backend_kernels.count("llvm") == 0);
-    CHECK(st.fallbacks == 0);
-  }
+  for (const Function* h : {&f, &g}) check_x86_only(*h);
 }
 
 TEST_CASE("a constant bias vector subtracted or scaled is made once, at compile time",
@@ -137,10 +142,7 @@ TEST_CASE("a constant bias vector subtracted or scaled is made once, at compile 
       return std::vector<TestArray>{make_array(rng, {n, 20}, DType::f32),
                                     make_array(rng, {20, 21}, DType::f32)};
     });
-    auto st = f.stats();
-    CHECK(st.backend_kernels["x86"] >= 1);
-    CHECK(st.backend_kernels.count("llvm") == 0);
-    CHECK(st.fallbacks == 0);
+    check_x86_only(f);
   }
 }
 
@@ -166,11 +168,8 @@ TEST_CASE("a gate and a GEMV written with a vector stay fused with symbolic exte
                                   make_array(rng, {24}, DType::f32),
                                   make_array(rng, {m}, DType::f32)};
   });
-  for (const Function* h : {&f, &g}) {
-    auto st = h->stats();
-    CHECK(st.compiles == 2);
-    CHECK(st.backend_kernels["x86"] == (h == &f ? 4 : 2));
-    CHECK(st.backend_kernels.count("llvm") == 0);
-    CHECK(st.fallbacks == 0);
-  }
+  CHECK(f.stats().compiles == 2);
+  CHECK(g.stats().compiles == 2);
+  check_x86_only(f, 4);
+  check_x86_only(g, 2);
 }
