@@ -222,3 +222,24 @@ def test_conv2d_bad_channels():
     f = kiln.jit(lambda x, w: kiln.conv2d(x, w))
     with pytest.raises(kiln.ShapeError):
         f(np.ones((1, 3, 5, 5), np.float32), np.ones((2, 4, 3, 3), np.float32))
+
+
+@pytest.mark.parametrize("m,k,n", [(0, 5, 7), (3, 0, 7), (3, 5, 0), (0, 0, 0), (1, 0, 1), (1, 1, 1), (2, 3, 1)])
+def test_gates_gemv_epilogues_and_left_terms_at_sizes_0_and_1(m, k, n):
+    # The fused forms with an empty or single-element M, K or N: one x86 kernel each (two for the
+    # gate), no fallback, numpy's result (zeros where K is 0).
+    rng = rng_for("fused-small", m, k, n)
+    x, w1, w3, b = (random_array(rng, s, np.float32) for s in ((m, k), (k, n), (k, n), (n,)))
+    W, v, bm, u = (random_array(rng, s, np.float32) for s in ((m, k), (k,), (m,), (k,)))
+    g, h = f64(x) @ f64(w1), f64(x) @ f64(w3)
+    cases = [
+        (lambda x, w1, w3: kiln.silu(x @ w1) * (x @ w3), (x, w1, w3), g / (1 + np.exp(-g)) * h, 2),
+        (lambda x, w1, b: b - x @ w1, (x, w1, b), f64(b) - g, 1),
+        (lambda W, v, b: kiln.relu(W @ v + b), (W, v, bm), np.maximum(f64(W) @ f64(v) + f64(bm), 0), 1),
+        (lambda u, w, b: kiln.gelu(u @ w + b), (u, w1, b), np_gelu(f64(u) @ f64(w1) + f64(b)), 1),
+    ]
+    for fn, args, want, kernels in cases:
+        f = kiln.jit(fn)
+        assert_close(f(*args), want, np.float32, k=max(k, 1) * 2)
+        s = f.stats()
+        assert s["backend_kernels"] == {"x86": kernels} and s["fallbacks"] == 0, s
