@@ -346,8 +346,30 @@ class Generator {
           return false;  // batch dims that do not broadcast
         }
         if (numel_of(shape_of(r)) > 20000) return false;
-        push(r, v.bound * b.bound * static_cast<double>(k), false, "matmul");
+        const double rb = v.bound * b.bound * static_cast<double>(k);
         scale_ += static_cast<double>(k);
+        if (coin(4)) {
+          // A gate: act(x @ b) * (x @ c), c a constant like b (GLU feed-forward layers).
+          Tensor u = kiln::matmul(x, random_constant(shape_of(b.t), float_of(x)));
+          const double ub = v.bound * 2 * static_cast<double>(k);
+          switch (ri(0, 3)) {
+            case 0:
+              push(kiln::silu(r) * u, rb * ub, false, "silu gate");
+              break;
+            case 1:
+              push(kiln::gelu(r) * u, rb * ub, false, "gelu gate");
+              break;
+            case 2:
+              push(kiln::relu(r) * u, rb * ub, false, "relu gate");
+              break;
+            default:
+              push(r * u, rb * ub, false, "gate");
+              break;
+          }
+          scale_ += static_cast<double>(k);
+          return true;
+        }
+        push(r, rb, false, "matmul");
         return true;
       }
       case 9: {  // concat with itself, a compatible pool value or a constant
