@@ -90,23 +90,28 @@ TEST_CASE("x86 gemm: transposed, strided and offset operands", "[x86][gemm]") {
 
 TEST_CASE("x86 gemm: every epilogue on every path", "[x86][gemm][epilogue]") {
   // direct (small, and split over M in two unequal chunks at 100x130x50), skinny (M <= 16 or 32,
-  // one and several K blocks), packed with one and with several K blocks, edges everywhere.
+  // one and several K blocks), packed with one and with several K blocks, edges everywhere; every
+  // combination of bias, scale, residual (added, or on alternate variants multiplying) and column
+  // scale. The last three shapes are GEMV-like (stream, dot over B's or A's rows).
   const std::vector<Shape> shapes = {
       {1, 1, 1},      {3, 5, 2},      {16, 16, 16},    {23, 57, 91},   {1, 4096, 64},
       {6, 333, 100},  {64, 64, 64},   {100, 130, 50},  {77, 200, 700}, {128, 96, 1024},
       {1, 300, 1100}, {5, 260, 1300}, {40, 100, 2200},  // three K blocks (KC is at most 1024)
-      {16, 333, 200}, {30, 300, 150}};  // skinny on AVX-512 (up to 32 rows), AVX2 up to 16
+      {16, 333, 200}, {30, 300, 150},  // skinny on AVX-512 (up to 32 rows), AVX2 up to 16
+      {1, 2048, 512}, {3, 700, 900},   {900, 3, 700}, {700, 1, 300}};
   const Activation acts[] = {Activation::none, Activation::relu, Activation::gelu,
                              Activation::gelu_tanh, Activation::silu};
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
       int variant = 0;
       for (Activation act : acts) {
-        for (int flags = 0; flags < 8; ++flags) {
-          EpiKind e{act, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0};
+        for (int flags = 0; flags < 16; ++flags) {
+          EpiKind e{act,          (flags & 1) != 0,         (flags & 2) != 0,
+                    (flags & 4) != 0, (flags & 4) != 0 && variant % 2, (flags & 8) != 0};
           INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " act " << int(act)
                              << " bias " << e.bias << " scale " << e.scale << " residual "
-                             << e.residual);
+                             << e.residual << " gate " << e.gate << " column scale "
+                             << e.col_scale);
           // Alternate layouts so epilogues are also seen with transposed operands.
           const Layout la = variant % 3 == 1 ? Layout::transposed : Layout::row_major;
           const Layout lb = variant % 4 == 2 ? Layout::transposed : Layout::row_major;
@@ -386,7 +391,8 @@ TEST_CASE("x86 gemm: batched with broadcast batch dims", "[x86][gemm][batched]")
     for (const Shape& s : shapes) {
       for (int mode = 0; mode < 3; ++mode) {  // 0: all batched, 1: B broadcast, 2: A broadcast
         INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " mode " << mode);
-        BatchedCase bc(s, 5, mode != 2, mode != 1, EpiKind{Activation::silu, true, false, true},
+        BatchedCase bc(s, 5, mode != 2, mode != 1,
+                       EpiKind{Activation::silu, true, false, true, false, true},
                        uint32_t(mode + s.K));
         bc.run(pool2(), isa);
         CHECK(bc.max_violation() <= 1.0);

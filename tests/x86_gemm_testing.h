@@ -54,12 +54,14 @@ inline const char* layout_name(Layout l) {
 struct EpiKind {
   Activation act = Activation::none;
   bool bias = false, scale = false, residual = false;
-  bool gate = false;  // the residual multiplies (GemmEpilogue::residual_mul)
+  bool gate = false;       // the residual multiplies (GemmEpilogue::residual_mul)
+  bool col_scale = false;  // a per-column scale (GemmEpilogue::col_scale)
 };
 
 // Four epilogues that between them use bias, scale, a residual added or multiplying, and
 // activations of one pass (relu) and two (gelu, silu), with none: for the sweeps that cycle
-// through them.
+// through them. (A column scale keeps a problem off direct_rows: x86_gemm_test.cpp covers it
+// path by path.)
 inline constexpr EpiKind kEpilogueCycle[4] = {EpiKind{},
                                               EpiKind{Activation::gelu, true, true, true},
                                               EpiKind{Activation::relu, true, false, true, true},
@@ -193,6 +195,10 @@ class Case {
     ldr_ = s.N + (c_pad ? c_pad + 2 : 0);
     res_.resize(size_t(s.M * ldr_ + 1));
     for (float& v : res_) v = rng_.uniform();
+    if (e.col_scale) {  // (drawn only then: the other cases' operands stay as they were)
+      cs_.resize(size_t(s.N + 1));
+      for (float& v : cs_) v = rng_.uniform();
+    }
   }
 
   MatrixRef b_ref() const { return b_.ref; }
@@ -220,6 +226,7 @@ class Case {
     p.epi.residual = e_.residual ? res_.data() : nullptr;
     p.epi.ld_residual = e_.residual ? ldr_ : 0;
     p.epi.residual_mul = e_.gate;
+    p.epi.col_scale = e_.col_scale ? cs_.data() : nullptr;
     return p;
   }
   void run(ThreadPool& pool, Isa isa) { gemm(problem(), pool, isa); }
@@ -245,7 +252,8 @@ class Case {
           mag += std::fabs(t);
         }
         const Expected want = expected_element(
-            sum, mag, s_.K, e_.scale ? 0.75 : 1.0, e_.bias ? bias_[size_t(j)] : 0.0, e_.act,
+            sum, mag, s_.K, (e_.scale ? 0.75 : 1.0) * (e_.col_scale ? cs_[size_t(j)] : 1.0),
+            e_.bias ? bias_[size_t(j)] : 0.0, e_.act,
             e_.residual, e_.residual ? res_[size_t(i * ldr_ + j)] : 0.0, e_.gate);
         const double got = c_[size_t(1 + i * ldc_ + j)];
         if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
@@ -263,7 +271,7 @@ class Case {
   Rng rng_;
   Operand a_, b_;
   int64_t ldc_, ldr_;
-  std::vector<float> c_, bias_, res_;
+  std::vector<float> c_, bias_, res_, cs_;
 };
 
 // `batch` problems sharing bias; A and/or B either batched (own matrix each) or broadcast.
@@ -293,6 +301,7 @@ class BatchedCase {
     p.epi.residual = e_.residual ? res_.data() : nullptr;
     p.epi.ld_residual = s_.N;
     p.epi.residual_mul = e_.gate;
+    p.epi.col_scale = e_.col_scale ? bias_.data() : nullptr;  // the bias's values, as a scale
     BatchStrides st{a_batched_ ? s_.M * s_.K : 0, b_batched_ ? s_.K * s_.N : 0, s_.M * s_.N,
                     s_.M * s_.N};
     gemm_batched(p, batch_, st, pool, isa);
@@ -310,7 +319,8 @@ class BatchedCase {
             sum += double(a[i * s_.K + k]) * b[k * s_.N + j];
             mag += std::fabs(double(a[i * s_.K + k]) * b[k * s_.N + j]);
           }
-          double y = apply_act(e_.act, sum + (e_.bias ? bias_[size_t(j)] : 0.0));
+          const double cs = e_.col_scale ? bias_[size_t(j)] : 1.0;
+          double y = apply_act(e_.act, cs * sum + (e_.bias ? bias_[size_t(j)] : 0.0));
           const size_t ci = size_t(bt * s_.M * s_.N + i * s_.N + j);
           if (e_.residual) y = e_.gate ? y * res_[ci] : y + res_[ci];
           mag += 2;

@@ -114,6 +114,7 @@ struct Params {
   int act = 0;
   bool bias = false, residual = false;
   bool gate = false;   // the residual multiplies
+  bool col_scale = false;  // a column scale (the bias's values: both guarded the same way)
   float scale = 1.0f;  // 1: none
   bool prepacked = false;
   int threads = 2;  // the plan's
@@ -152,6 +153,7 @@ std::string repro_string(const Params& P, const char* isa = nullptr) {
   o << "M=" << P.M << " N=" << P.N << " K=" << P.K << " A=" << op_name(P.a) << " B=" << op_name(P.b)
     << " c_pad=" << P.c_pad << " r_pad=" << P.r_pad << " act=" << kActNames[P.act]
     << " bias=" << P.bias << " scale=" << P.scale << " res=" << P.residual << " gate=" << P.gate
+    << " cscale=" << P.col_scale
     << " prepacked=" << P.prepacked << " threads=" << P.threads
     << " caches=" << cache_choices()[size_t(P.caches)].name << " dyn_m=" << P.dyn_m
     << " dyn_nk=" << P.dyn_nk << " api=" << P.api << " seed=" << P.data_seed;
@@ -193,6 +195,8 @@ bool parse_repro(const std::string& line, Params& P) {
       P.residual = v == "1";
     else if (k == "gate")
       P.gate = v == "1";
+    else if (k == "cscale")
+      P.col_scale = v == "1";
     else if (k == "prepacked")
       P.prepacked = v == "1";
     else if (k == "threads")
@@ -385,6 +389,7 @@ class FuzzCase {
     p.epi.residual = P_.residual ? gres_ref_.data : nullptr;
     p.epi.ld_residual = P_.residual ? ldr_ : 0;
     p.epi.residual_mul = P_.gate;
+    p.epi.col_scale = P_.col_scale ? gbias_ref_.data : nullptr;
     p.dynamic_m = P_.dyn_m;
     p.dynamic_nk = P_.dyn_nk;
     return p;
@@ -427,7 +432,8 @@ class FuzzCase {
       }
       for (int64_t j = 0; j < N; ++j) {
         const Expected e =
-            expected_element(sum[size_t(j)], mag[size_t(j)], K, P_.scale,
+            expected_element(sum[size_t(j)], mag[size_t(j)], K,
+                             P_.scale * (P_.col_scale ? double(bias_[size_t(j)]) : 1.0),
                              P_.bias ? double(bias_[size_t(j)]) : 0.0, Activation(P_.act),
                              P_.residual, P_.residual ? res_[size_t(i * ldr_ + j)] : 0.0, P_.gate);
         want_[size_t(i * N + j)] = e.value;
@@ -1038,6 +1044,7 @@ Params draw(Draw& d) {
   P.bias = d.chance(0.5);
   P.residual = d.chance(0.4);
   P.gate = P.residual && d.chance(0.4);
+  P.col_scale = d.chance(0.3);
   P.scale = d.chance(0.5) ? 1.0f : d.pick<float>({0.75f, 0.75f, -1.5f, 2.0f, 0.5f});
   // (A huge stride reaches the limits only where B is read in place, the plan not dynamic.)
   const bool huge = rc == "huge_stride";
@@ -1080,7 +1087,7 @@ bool run_case(const Params& P, Totals& T, bool verbose) {
   auto setup_repro = repro_string(P);
   set_current(setup_repro + "   [building operands]");
   if (header) {
-    EpiKind e{Activation(P.act), P.bias, P.scale != 1.0f, P.residual, P.gate};
+    EpiKind e{Activation(P.act), P.bias, P.scale != 1.0f, P.residual, P.gate, P.col_scale};
     hc = std::make_unique<Case>(Shape{P.M, P.N, P.K}, Layout(P.a.kind), Layout(P.b.kind), e,
                                 P.data_seed, P.c_pad);
     if (P.residual && P.r_pad == -1) hc->broadcast_residual_row();

@@ -42,10 +42,11 @@ class DirectGen {
   int vl_;
   // Registers: args, A row block, B, C row block (the first four arrive as the call's arguments,
   // see KernelFn), residual row block, bias, column offset (bytes), running A and B pointers, K
-  // loop and row-block loop counters (the constant base is r13).
+  // loop and row-block loop counters (the constant base is r13), the column scale (r14, saved
+  // only by kernels that have one).
   const ax::Gp args_ = ax::rdi, ai_ = ax::rsi, b_ = ax::rdx, ci_ = ax::rcx, ri_ = ax::r8,
                bias_ = ax::r9, col_ = ax::r10, ak_ = ax::r11, bk_ = ax::rax, kcnt_ = ax::rbx,
-               icnt_ = ax::r12;
+               icnt_ = ax::r12, cs_ = ax::r14;
   int nacc_ = 0;
 };
 
@@ -141,6 +142,7 @@ void DirectGen::tile(int mr, int nv, int last_n) {
   e.scale = last && d_.has_scale;
   e.scale_mem = ax::dword_ptr(args_, arg(offsetof(KernelArgs, scale)));
   e.bias = last && d_.has_bias;
+  e.col_scale = last && d_.has_col_scale;
   e.act = second_pass ? Activation::none : act;
   e.residual = last && !second_pass ? d_.has_residual : kResidualNone;
   auto c_mem = [&](int i, int j) {
@@ -155,6 +157,7 @@ void DirectGen::tile(int mr, int nv, int last_n) {
       const ax::Mem cm = c_mem(i, j);
       if (d_.accumulate) v_.add_mem(acc_reg(v_, nv, i, j), cm, n, t[0]);
       e.bias_mem = ax::ptr(bias_, col_, 0, int32_t(j * vl_ * 4));
+      e.col_scale_mem = ax::ptr(cs_, col_, 0, int32_t(j * vl_ * 4));
       e.residual_mem = res_mem(i, j);
       v_.epilogue(acc_reg(v_, nv, i, j), e, n, t);
       v_.store_masked(cm, acc_reg(v_, nv, i, j), n, t[0]);
@@ -194,6 +197,11 @@ void DirectGen::emit() {
   a_.push(ax::rbx);
   a_.push(ax::r12);
   a_.push(ax::r13);
+  const bool col_scale = d_.has_col_scale && d_.last;
+  if (col_scale) {
+    a_.push(cs_);
+    a_.mov(cs_, ax::ptr(args_, arg(offsetof(KernelArgs, col_scale))));
+  }
   v_.load_const_base();
   if (d_.has_bias && d_.last) a_.mov(bias_, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
   if (d_.has_residual && d_.last) a_.mov(ri_, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
@@ -257,6 +265,7 @@ void DirectGen::emit() {
       row_blocks([&](int rows) { tile(rows, nv, int(rest - (nv - 1) * vl_)); });
     }
   }
+  if (col_scale) a_.pop(cs_);
   a_.pop(ax::r13);
   a_.pop(ax::r12);
   a_.pop(ax::rbx);

@@ -77,9 +77,11 @@ class DotGen {
   VecEmitter y_;  // ymm: the reduced sums and the epilogue (eight outputs)
   int vl_;
   // args, v, X, out arrive as the call's arguments (KernelFn); xe_/ve_: X's group and v past the
-  // looped part of K; idx_: the loop's (negative) byte offset; the group counter; bias, residual.
+  // looped part of K; idx_: the loop's (negative) byte offset; the group counter; bias, residual;
+  // the column scale (r12, saved only by kernels that have one).
   const ax::Gp args_ = ax::rdi, v_base_ = ax::rsi, x_ = ax::rdx, out_ = ax::rcx, xe_ = ax::r8,
-               ve_ = ax::r9, idx_ = ax::r10, gcnt_ = ax::r11, bias_ = ax::rbx, res_ = ax::rbp;
+               ve_ = ax::r9, idx_ = ax::r10, gcnt_ = ax::r11, bias_ = ax::rbx, res_ = ax::rbp,
+               cs_ = ax::r12;
   int64_t kloop_ = 0;  // elements of K covered by the loop (a multiple of kUnroll vectors)
 };
 
@@ -166,6 +168,8 @@ void DotGen::epilogue_store(int rows) {
     e.bias = d_.has_bias;
     e.bias_broadcast = d_.bias_bcast != 0;
     e.bias_mem = d_.bias_bcast ? ax::dword_ptr(bias_) : ax::ptr(bias_);
+    e.col_scale = d_.has_col_scale;
+    e.col_scale_mem = d_.bias_bcast ? ax::dword_ptr(cs_) : ax::ptr(cs_);
     e.act = Activation(d_.act);
     e.residual = res_strided ? kResidualNone : d_.has_residual;
     e.residual_mem = ax::ptr(res_);
@@ -191,16 +195,20 @@ void DotGen::epilogue_store(int rows) {
 void DotGen::second_vector(int rows) {
   for (int r = 0; r < kRows; ++r) a_.vmovaps(acc(r), acc2(r));
   reduce();
-  const bool bias_step = d_.has_bias && d_.bias_bcast;  // a_rows: the next column's bias value
+  // a_rows: the next column's bias and column scale values
+  const bool bias_step = d_.has_bias && d_.bias_bcast;
+  const bool cs_step = d_.has_col_scale && d_.bias_bcast;
   a_.mov(idx_, ax::ptr(args_, arg(offsetof(KernelArgs, ldc_bytes))));
   a_.add(out_, idx_);
   if (d_.has_residual) a_.add(res_, ax::ptr(args_, arg(offsetof(KernelArgs, ldr_bytes))));
   if (bias_step) a_.add(bias_, 4);
+  if (cs_step) a_.add(cs_, 4);
   epilogue_store(rows);
   a_.mov(idx_, ax::ptr(args_, arg(offsetof(KernelArgs, ldc_bytes))));
   a_.sub(out_, idx_);
   if (d_.has_residual) a_.sub(res_, ax::ptr(args_, arg(offsetof(KernelArgs, ldr_bytes))));
   if (bias_step) a_.sub(bias_, 4);
+  if (cs_step) a_.sub(cs_, 4);
 }
 
 void DotGen::group(int rows) {
@@ -234,6 +242,10 @@ void DotGen::emit() {
   // rbx and rbp are callee-saved.
   a_.push(ax::rbx);
   a_.push(ax::rbp);
+  if (d_.has_col_scale) {
+    a_.push(cs_);
+    a_.mov(cs_, ax::ptr(args_, arg(offsetof(KernelArgs, col_scale))));
+  }
   v_.load_const_base();
   const int tail = int(d_.K % vl_);
   if (tail) v_.set_mask(tail, idx_);
@@ -256,6 +268,7 @@ void DotGen::emit() {
     step(x_, d_.b_rs);
     step(out_, d_.ldc);
     if (d_.has_bias && !d_.bias_bcast) a_.add(bias_, kRows * 4);
+    if (d_.has_col_scale && !d_.bias_bcast) a_.add(cs_, kRows * 4);
     if (d_.has_residual) step(res_, d_.ld_res);
   };
   if (groups > 0) {
@@ -269,6 +282,7 @@ void DotGen::emit() {
   }
   if (rest) group(rest);
   a_.vzeroupper();
+  if (d_.has_col_scale) a_.pop(cs_);
   a_.pop(ax::rbp);
   a_.pop(ax::rbx);
   a_.ret();

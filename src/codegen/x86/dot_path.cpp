@@ -94,7 +94,7 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   // a_rows: consecutive outputs (and residual elements) go down a column of C, a row apart.
   d.ldc = over == DotOver::a_rows && nout > 1 ? p.ldc : 1;
   d.ld_res = !base.has_residual ? 0 : over == DotOver::a_rows && nout > 1 ? p.epi.ld_residual : 1;
-  d.bias_bcast = over == DotOver::a_rows && base.has_bias;
+  d.bias_bcast = over == DotOver::a_rows && (base.has_bias || base.has_col_scale);
   // On AVX-512, two vectors per pass over X (dot_pair): rows of A (b_rows) or columns of B
   // (a_rows). The second one's offset is an immediate: A's row stride or B's column stride, or K
   // where run_dot copies them (their elements not unit-stride along K).
@@ -147,13 +147,14 @@ void GemmPlan::Impl::run_dot(const GemmProblem& p, ThreadPool* pool) const {
           const int64_t out = over_a ? j0 * p.ldc + i : i * p.ldc + j0;
           const int64_t ldr = p.epi.ld_residual;
           const int64_t next_out = over_a ? 1 : p.ldc, next_res = over_a ? 1 : ldr;
-          const KernelArgs args{
+          KernelArgs args{
               p.epi.bias ? p.epi.bias + (over_a ? i : j0) : nullptr,
               p.epi.residual ? p.epi.residual + (over_a ? j0 * ldr + i : i * ldr + j0) : nullptr,
               0,
               pair ? next_out * 4 : 0,
               pair ? next_res * 4 : 0,
               p.epi.scale};
+          args.col_scale = p.epi.col_scale ? p.epi.col_scale + (over_a ? i : j0) : nullptr;
           (pair ? dot_pair[last] : dot[last])->fn(&args, v + i * v_rs, x + j0 * x_rs, p.c + out);
           if (pair) ++i;
         }

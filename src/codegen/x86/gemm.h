@@ -23,7 +23,7 @@ enum class Activation : uint8_t { none, relu, gelu, gelu_tanh, silu };
 enum ResidualOp : int64_t { kResidualNone = 0, kResidualAdd = 1, kResidualMul = 2 };
 
 // Applied in registers, in this order, before C is stored:
-//   C(i, j) = act(scale * sum_k A(i, k) B(k, j) + bias[j]) + residual(i, j)
+//   C(i, j) = act(scale * col_scale[j] * sum_k A(i, k) B(k, j) + bias[j]) + residual(i, j)
 // or, with residual_mul, times residual(i, j) (a gate: silu(x @ w1) * (x @ w3) with x @ w3 stored)
 // gelu is the erf form (0.5 x (1 + erf(x / sqrt 2)), erf the rational approximation of
 // codegen/erf_rational.h, a few ulp);
@@ -35,6 +35,8 @@ struct GemmEpilogue {
   const float* residual = nullptr;  // residual(i, j) = residual[i * ld_residual + j]
   int64_t ld_residual = 0;
   bool residual_mul = false;  // the residual multiplies instead of adding
+  // [N], broadcast over rows (a per-column scale: LayerScale's gamma); nullptr: none.
+  const float* col_scale = nullptr;
 };
 
 // One operand: element (i, j) is at data[i * row_stride + j * col_stride] (transposes and strided

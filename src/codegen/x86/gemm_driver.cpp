@@ -133,6 +133,7 @@ KernelDesc epilogue_desc(const GemmProblem& p, Isa isa) {
   KernelDesc d;
   d.isa = int64_t(isa);
   d.has_bias = p.epi.bias != nullptr;
+  d.has_col_scale = p.epi.col_scale != nullptr;
   d.has_scale = p.epi.scale != 1.0f;
   d.act = int64_t(p.epi.act);
   d.has_residual = p.epi.residual == nullptr ? kResidualNone
@@ -207,9 +208,11 @@ void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
   g_call_counts.add(kDirect);
   // Without bias, residual or scale the arguments are the plan's own, and the kernel is the
   // call's last step: a jump to it, with no frame to build or unwind.
-  if (p.epi.bias == nullptr && p.epi.residual == nullptr && p.epi.scale == 1.0f)
+  if (p.epi.bias == nullptr && p.epi.residual == nullptr && p.epi.scale == 1.0f &&
+      p.epi.col_scale == nullptr)
     return direct->fn(&bare_args, p.a.data, p.b.data, p.c);
-  const KernelArgs args{p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
+  KernelArgs args{p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
+  args.col_scale = p.epi.col_scale;
   direct->fn(&args, p.a.data, p.b.data, p.c);
 }
 
@@ -293,7 +296,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       s.M = t.M;
       s.N = t.N;
       KernelDesc tbase = epilogue_desc(t, isa);
-      tbase.bias_bcast = tbase.has_bias;
+      tbase.bias_bcast = tbase.has_bias || tbase.has_col_scale;
       s.plan_stream(t, tbase, std::max(1, threads));
       return std::make_shared<GemmPlan>(std::move(impl));
     }
@@ -305,7 +308,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     // On two threads or more, from kSmallSplitMinFmas: direct_rows in chunks of rows, one per
     // thread, handed over by ThreadPool::run_parts (where M makes two chunks).
     if (T > 1 && p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas && b_unit &&
-        p.a.col_stride == 1 && s.plan_direct_rows(p, base, T, caches, /*split_only=*/true))
+        p.a.col_stride == 1 && !p.epi.col_scale &&
+        s.plan_direct_rows(p, base, T, caches, /*split_only=*/true))
       return std::make_shared<GemmPlan>(std::move(impl));
     s.path = Path::direct;
     s.copy_b = !b_unit;
@@ -337,8 +341,11 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
                                                          : kDirectRowsBShareAvx512;
   const bool wide_and_tall =
       !one_tile && p.M >= kDirectRowsWideMinRows && p.N > kDirectRowsWideMaxCols;
+  // (direct_rows' run_parts payload has no room for a column scale: such problems take the
+  // paths below.)
   if (!prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_m && !p.dynamic_nk &&
-      !wide_and_tall && p.N <= caches.l2_bytes / rows_b_share / 4 / std::max<int64_t>(1, p.K) &&
+      !p.epi.col_scale && !wide_and_tall &&
+      p.N <= caches.l2_bytes / rows_b_share / 4 / std::max<int64_t>(1, p.K) &&
       !b_rows_page_apart(p) && direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.plan_direct_rows(p, base, T, caches, /*split_only=*/false);
     return std::make_shared<GemmPlan>(std::move(impl));
@@ -384,7 +391,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
 }
 
 void GemmPlan::Impl::run_direct(const GemmProblem& p) const {
-  const KernelArgs args{p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
+  KernelArgs args{p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
+  args.col_scale = p.epi.col_scale;
   const float* b = p.b.data;
   if (copy_b) {
     float* copy = thread_scratch(ScratchSlot::b_copy, size_t(p.K * p.N));

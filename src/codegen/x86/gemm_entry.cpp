@@ -24,7 +24,7 @@ constexpr size_t kMaxPlans = 4096;
 struct PlanKey {
   int64_t M, N, K, a_rs, a_cs, b_rs, b_cs, ldc, ld_res;
   // isa (bits 0-7), prepacked (8), bias (9), scale (10), residual (11), dynamic m / nk (12-13),
-  // residual multiplies (14), activation (16-23), threads (32-63).
+  // residual multiplies (14), column scale (15), activation (16-23), threads (32-63).
   uint64_t small;
   // Inlined, unrolled and branch-free: checked on every x86::gemm call against the thread's last
   // plan. A memcmp call there made a 16^3 call 1-7 ns slower (74-81 vs 73-74 ns); a 17-word key
@@ -81,6 +81,7 @@ const GemmPlan& plan_for(const GemmProblem& p, Isa isa, int threads, bool prepac
       uint64_t(isa) | uint64_t(prepacked) << 8 | uint64_t(p.epi.bias != nullptr) << 9 |
       uint64_t(p.epi.scale != 1.0f) << 10 | uint64_t(res) << 11 | uint64_t(p.dynamic_m) << 12 |
       uint64_t(p.dynamic_nk) << 13 | uint64_t(res && p.epi.residual_mul) << 14 |
+      uint64_t(p.epi.col_scale != nullptr) << 15 |
       uint64_t(uint8_t(p.epi.act)) << 16 | uint64_t(uint32_t(threads)) << 32;
   const PlanKey key{p.M,
                     p.N,

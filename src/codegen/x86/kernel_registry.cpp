@@ -78,6 +78,7 @@ std::string KernelDesc::name() const {
   }
   if (last) {
     if (has_scale) s += "_scale";
+    if (has_col_scale) s += bias_bcast ? "_cscale1" : "_cscale";
     if (has_bias) s += bias_bcast ? "_bias1" : "_bias";
     static const char* const kActs[] = {"", "_relu", "_gelu", "_gelu_tanh", "_silu"};
     s += kActs[act];
@@ -115,8 +116,8 @@ struct DescHash {
 //   address) | code (with those bytes zero)
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
-constexpr uint64_t kBlobVersion = 9;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
-                                      // 9: cols_outer
+constexpr uint64_t kBlobVersion = 10;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
+                                       // 9: cols_outer; 10: has_col_scale
 constexpr uint64_t kMaxRelocs = 64;   // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB
@@ -217,6 +218,7 @@ std::string canonical_text(const KernelDesc& d) {
   f("has_scale", d.has_scale);
   f("act", d.act);
   f("has_residual", d.has_residual);
+  f("has_col_scale", d.has_col_scale);
   f("bias_bcast", d.bias_bcast);
   f("b_prefetch", d.b_prefetch);
   f("rows_cap", d.rows_cap);
@@ -224,7 +226,7 @@ std::string canonical_text(const KernelDesc& d) {
   return s;
 }
 // A field added to KernelDesc must be added to canonical_text() (and bumps kBlobVersion).
-static_assert(sizeof(KernelDesc) == 22 * sizeof(int64_t));
+static_assert(sizeof(KernelDesc) == 23 * sizeof(int64_t));
 
 cache::CacheKey blob_key(const KernelDesc& d) {
   char cpu[32];

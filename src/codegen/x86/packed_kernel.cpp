@@ -148,6 +148,9 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   a.mov(rem, ax::ptr(args, arg(offsetof(KernelArgs, ldc_bytes))));
   if (last && d.has_bias) a.mov(bias, ax::ptr(args, arg(offsetof(KernelArgs, bias))));
   if (last && d.has_residual) a.mov(res, ax::ptr(args, arg(offsetof(KernelArgs, residual))));
+  // The column scale in ra (A's pointer, free after the K loop; the second pass reuses it).
+  const ax::Gp cs = ra;
+  if (last && d.has_col_scale) a.mov(cs, ax::ptr(args, arg(offsetof(KernelArgs, col_scale))));
   v.load_const_base();
   v.set_mask(last_n, cnt);
   const ax::Vec t[4] = {v.vec(nacc), v.vec(nacc + 1), v.vec(nacc + 2), v.vec(nacc + 3)};
@@ -155,6 +158,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   e.scale = last && d.has_scale;
   e.scale_mem = ax::dword_ptr(args, arg(offsetof(KernelArgs, scale)));
   e.bias = last && d.has_bias;
+  e.col_scale = last && d.has_col_scale;
   e.act = second_pass ? Activation::none : act;
   e.residual = last && !second_pass ? d.has_residual : kResidualNone;
   for (int i = 0; i < mr; ++i) {
@@ -163,6 +167,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
       ax::Mem cm = ax::ptr(rc, int32_t(j * vl * 4));
       if (d.accumulate) v.add_mem(acc(i, j), cm, n, t[0]);
       e.bias_mem = ax::ptr(bias, int32_t(j * vl * 4));
+      e.col_scale_mem = ax::ptr(cs, int32_t(j * vl * 4));
       e.residual_mem = ax::ptr(res, int32_t(j * vl * 4));
       v.epilogue(acc(i, j), e, n, t);
       v.store_masked(cm, acc(i, j), n, t[0]);

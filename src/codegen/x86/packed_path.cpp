@@ -51,7 +51,7 @@ void GemmPlan::Impl::use_packed(const KernelDesc& base, int acc, int last) {
       d.cols = ne ? n_edge : blk.NR;
       d.accumulate = acc;
       d.last = last;
-      if (!last) d.has_bias = d.has_scale = d.act = d.has_residual = 0;
+      if (!last) d.has_bias = d.has_scale = d.act = d.has_residual = d.has_col_scale = 0;
       kern[acc][last][me][ne] = use(d);
       d.a_rs = blk.a_rs;
       if (blk.a_rs) kern_packa[acc][last][me][ne] = use(d);
@@ -112,6 +112,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       args.kc = s.kc;
       args.ldc_bytes = s.ldc * 4;
       args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
+      args.col_scale = p.epi.col_scale ? p.epi.col_scale + j0 : nullptr;
       args.residual = p.epi.residual ? p.epi.residual + (s.i0 + ir) * ldr + j0 : nullptr;
       args.b_next = b_next;
       args.c_next = c_next;

@@ -122,7 +122,7 @@ bool GemmPlan::Impl::plan_skinny(const GemmProblem& p, const KernelDesc& base, i
       d.last = kind >= 2;
       d.b_prefetch = prefetch ? kSkinnyPrefetchRows : 0;
       d.cols_outer = cols_outer && direct_tiling(isa == Isa::avx512, p.M, d.cols).rows_max < p.M;
-      if (!d.last) d.has_bias = d.has_scale = d.act = d.has_residual = d.ld_res = 0;
+      if (!d.last) d.has_bias = d.has_scale = d.act = d.has_residual = d.ld_res = d.has_col_scale = 0;
       skinny[lc][kind] = use(d);
     }
   }
@@ -137,12 +137,13 @@ void GemmPlan::Impl::run_skinny(const GemmProblem& p, ThreadPool* pool) const {
       for (int64_t b = 0; b < nkb; ++b) {
         const int kind = nkb == 1 ? 3 : b == 0 ? 0 : b == nkb - 1 ? 2 : 1;
         const int64_t k0 = b * kb;
-        const KernelArgs args{p.epi.bias ? p.epi.bias + j0 : nullptr,
-                              p.epi.residual ? p.epi.residual + j0 : nullptr,
-                              0,
-                              0,
-                              0,
-                              p.epi.scale};
+        KernelArgs args{p.epi.bias ? p.epi.bias + j0 : nullptr,
+                        p.epi.residual ? p.epi.residual + j0 : nullptr,
+                        0,
+                        0,
+                        0,
+                        p.epi.scale};
+        args.col_scale = p.epi.col_scale ? p.epi.col_scale + j0 : nullptr;
         skinny[lc][kind]->fn(&args, p.a.data + k0 * p.a.col_stride,
                              p.b.data + k0 * p.b.row_stride + j0, p.c + j0);
       }

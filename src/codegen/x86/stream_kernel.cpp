@@ -96,8 +96,10 @@ void StreamGen::pass(int rows) {
 void StreamGen::epilogue_pass() {
   const bool any = d_.has_epilogue();
   if (!any) return;
-  const ax::Gp bias = bj_, res = bb_;
+  // x_ (A's pointer) is free after the passes: the column scale.
+  const ax::Gp bias = bj_, res = bb_, cs = x_;
   if (d_.has_bias) a_.mov(bias, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
+  if (d_.has_col_scale) a_.mov(cs, ax::ptr(args_, arg(offsetof(KernelArgs, col_scale))));
   if (d_.has_residual) a_.mov(res, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
   a_.mov(yj_, yb_);
   const ax::Vec t[4] = {tmp(0), tmp(1), tmp(2), tmp(3)};
@@ -109,6 +111,8 @@ void StreamGen::epilogue_pass() {
   e.act = Activation(d_.act);
   e.residual = d_.has_residual;
   e.bias_mem = d_.bias_bcast ? ax::dword_ptr(bias) : ax::ptr(bias);
+  e.col_scale = d_.has_col_scale;
+  e.col_scale_mem = d_.bias_bcast ? ax::dword_ptr(cs) : ax::ptr(cs);
   e.residual_mem = ax::ptr(res);
   auto one = [&](int n) {
     const ax::Vec y = acc(0);
@@ -124,6 +128,7 @@ void StreamGen::epilogue_pass() {
     one(vl_);
     a_.add(yj_, step);
     if (d_.has_bias && !d_.bias_bcast) a_.add(bias, step);
+    if (d_.has_col_scale && !d_.bias_bcast) a_.add(cs, step);
     if (d_.has_residual) a_.add(res, step);
     a_.dec(jcnt_);
     a_.jnz(loop);

@@ -127,20 +127,23 @@ void VecEmitter::add_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::
   }
 }
 
+void VecEmitter::mul_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp) {
+  if (n >= lanes()) {
+    a_.vmulps(dst, dst, m);
+  } else if (avx512_) {
+    a_.k(ax::k1).vmulps(dst, dst, m);  // merge-masked, as add_mem
+  } else {
+    load_masked(tmp, m, n, tmp);
+    a_.vmulps(dst, dst, tmp);
+  }
+}
+
 void VecEmitter::residual_mem(int64_t op, const ax::Vec& dst, const ax::Mem& m, int n,
                               const ax::Vec& tmp) {
-  if (op == kResidualAdd) {
+  if (op == kResidualAdd)
     add_mem(dst, m, n, tmp);
-  } else if (op == kResidualMul) {
-    if (n >= lanes()) {
-      a_.vmulps(dst, dst, m);
-    } else if (avx512_) {
-      a_.k(ax::k1).vmulps(dst, dst, m);  // merge-masked, as add_mem
-    } else {
-      load_masked(tmp, m, n, tmp);
-      a_.vmulps(dst, dst, tmp);
-    }
-  }
+  else if (op == kResidualMul)
+    mul_mem(dst, m, n, tmp);
 }
 
 // z = exp(z) for every lane's z = l.t[zi] (temporaries l.t[ai], l.t[bi]), about 1 ulp on [-87, 88];
@@ -277,6 +280,12 @@ void VecEmitter::epilogue(const ax::Vec& x, const Epilogue& e, int n, const ax::
       a_.vbroadcastss(t[0], e.scale_mem);
       a_.vmulps(x, x, t[0]);
     }
+  }
+  if (e.col_scale && e.bias_broadcast) {
+    a_.vbroadcastss(t[0], e.col_scale_mem);
+    a_.vmulps(x, x, t[0]);
+  } else if (e.col_scale) {
+    mul_mem(x, e.col_scale_mem, n, t[0]);
   }
   if (e.bias && e.bias_broadcast) {
     a_.vbroadcastss(t[0], e.bias_mem);

@@ -81,16 +81,22 @@ class VecEmitter {
   void store_masked(const ax::Mem& m, const ax::Vec& src, int n, const ax::Vec& tmp);
   // dst += [m] over `n` lanes (n == lanes(): plain). tmp is clobbered.
   void add_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp);
+  // dst *= [m], as add_mem.
+  void mul_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp);
   // dst = dst + [m] or dst * [m] (op: kResidualAdd or kResidualMul; kResidualNone: nothing).
   void residual_mem(int64_t op, const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp);
 
   // The epilogue tail after the sum (and C's partial sum) is in x: scale (broadcast from
-  // scale_mem), bias, activation, residual. t[0..3] are free temporaries. Does not store.
+  // scale_mem), column scale, bias, activation, residual. t[0..3] are free temporaries. Does not
+  // store.
   struct Epilogue {
     bool scale = false;
     ax::Mem scale_mem;
+    bool col_scale = false;
+    ax::Mem col_scale_mem;
     bool bias = false;
-    bool bias_broadcast = false;  // one value at bias_mem for every lane
+    // One value at bias_mem (and col_scale_mem) for every lane.
+    bool bias_broadcast = false;
     ax::Mem bias_mem;
     Activation act = Activation::none;
     int64_t residual = kResidualNone;  // ResidualOp
