@@ -12,7 +12,9 @@
 //    column (the orientation the GEMM ran W @ v in before);
 //  - a SwiGLU feed-forward gate, silu(x @ w1) * (x @ w3): two x86 kernels, the second multiplying
 //    by the first's output in its epilogue, against both products stored and then a
-//    silu(a) * b pass (what kiln compiled before the epilogue could multiply).
+//    silu(a) * b pass (what kiln compiled before the epilogue could multiply);
+//  - LayerScale, r + g * (x @ w + b): one x86 kernel with g as the column scale, against the
+//    linear layer then an r + g * y pass (before).
 // Outputs are caller-owned (Function::call), so no contender allocates per call. The two-kernel
 // contenders need the LLVM backend (their second kernel is elementwise); without it they are left
 // out, with a line saying so. Every contender's result is checked against the fused one's.
@@ -260,6 +262,34 @@ int main(int argc, char** argv) {
     report(title.c_str(), t, "gate in the epilogue");
     print_kernels(fused, llvm, {&product, &gate});
     if (llvm) ok = check("fused against the three kernels", fused_out, split_out, 1e-3) && ok;
+  }
+  {
+    // A ViT-B block's second MLP layer with LayerScale: x [197, 3072], w [3072, 768].
+    const int64_t M = 197, K = 3072, N = 768;
+    Buffer x = random_buffer({M, K}, rng), w = random_buffer({K, N}, rng),
+           b = random_buffer({N}, rng), g = random_buffer({N}, rng), r = random_buffer({M, N}, rng);
+    Buffer fused_out = zero_buffer({M, N}), split_out = zero_buffer({M, N}),
+           y = zero_buffer({M, N});
+    kiln::Function fused = kiln::jit([](Tensor x, Tensor w, Tensor b, Tensor g, Tensor r) {
+      return r + g * (kiln::matmul(x, w) + b);
+    });
+    kiln::Function linear =
+        kiln::jit([](Tensor x, Tensor w, Tensor b) { return kiln::matmul(x, w) + b; });
+    kiln::Function scale = kiln::jit([](Tensor y, Tensor g, Tensor r) { return r + g * y; });
+    std::vector<kiln::bench::Contender> cs;
+    cs.push_back(
+        {"column scale in the GEMM", [&] {
+           call(fused, {x.view(), w.view(), b.view(), g.view(), r.view()}, {fused_out.view()});
+         }});
+    if (llvm)
+      cs.push_back({"linear, then a pass", [&] {
+                      call(linear, {x.view(), w.view(), b.view()}, {y.view()});
+                      call(scale, {y.view(), g.view(), r.view()}, {split_out.view()});
+                    }});
+    const auto t = kiln::bench::run_paired(cs, rounds, 0.05);
+    report("r + g * (x @ w + b), x: [197, 3072], w: [3072, 768]", t, "column scale in the GEMM");
+    print_kernels(fused, llvm, {&linear, &scale});
+    if (llvm) ok = check("fused against the two kernels", fused_out, split_out, 1e-3) && ok;
   }
   std::printf("\nresult checks: %s\n", ok ? "all passed" : "FAILED");
   return ok ? 0 : 1;

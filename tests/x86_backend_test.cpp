@@ -293,8 +293,11 @@ TEST_CASE("a scale after an activation it does not commute with is split off, an
       kiln::jit([](T x, T w, T b) { return kiln::relu(kiln::matmul(x, w) + b) * -2.0; });
   kiln::Function gel =
       kiln::jit([](T x, T w, T b) { return kiln::gelu(kiln::matmul(x, w) + b) * 2.0; });
-  auto yn = neg(args), yg = gel(args);
-  for (const kiln::Function* f : {&neg, &gel}) {
+  // A column scale after an activation, then a scalar (b as the column scale).
+  kiln::Function col =
+      kiln::jit([](T x, T w, T b) { return b * kiln::relu(kiln::matmul(x, w)) * 2.0; });
+  auto yn = neg(args), yg = gel(args), yc = col(args);
+  for (const kiln::Function* f : {&neg, &gel, &col}) {
     CHECK(kernels_on(*f, "x86") == 1);
     CHECK(kernels_on(*f, "llvm") == 1);
     CHECK(f->stats().fallbacks == 1);
@@ -306,7 +309,72 @@ TEST_CASE("a scale after an activation it does not commute with is split off, an
               1e-5 + 8e-6 * (mag + 2));
       REQUIRE(std::abs(yg[0].data<float>()[i * n + j] - 2 * gelu(acc + b[j])) <=
               1e-5 + 8e-6 * (mag + 2));
+      REQUIRE(std::abs(yc[0].data<float>()[i * n + j] - 2 * b[j] * std::max(acc, 0.0)) <=
+              1e-5 + 8e-6 * (mag + 2));
     }
+}
+
+TEST_CASE("a column scale fuses: before the activation, or after the bias (LayerScale)",
+          "[x86][backend]") {
+  // x @ w * g, relu(x @ w * g + b), r + g * (x @ w + b), g * (x @ w - 1) / 2, with g an input or a
+  // constant: one x86 kernel, no LLVM kernel, no fallback (in a build without LLVM too); and
+  // g * relu(x @ w + b), g the epilogue's last factor: one residual row for every row of C.
+  using T = kiln::Tensor;
+  for (auto [m, k, n] :
+       {std::array<int64_t, 3>{11, 19, 37}, {1, 64, 200}, {300, 40, 3}, {64, 64, 64}, {1, 1, 1}}) {
+    auto x = random_values(m * k, 50), w = random_values(k * n, 51), b = random_values(n, 52),
+         g = random_values(n, 53), r = random_values(m * n, 54);
+    const std::vector<float> gc = g;
+    const std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {m, k}, kiln::f32),
+                                           kiln::Array::view(w.data(), {k, n}, kiln::f32),
+                                           kiln::Array::view(b.data(), {n}, kiln::f32),
+                                           kiln::Array::view(g.data(), {n}, kiln::f32),
+                                           kiln::Array::view(r.data(), {m, n}, kiln::f32)};
+    struct Case {
+      const char* name;
+      std::function<T(T, T, T, T, T)> fn;
+      std::function<double(double, double, double, double)> ref;  // of (x @ w, b, g, r)
+    };
+    const std::vector<Case> cases = {
+        {"x @ w * g", [](T x, T w, T, T g, T) { return kiln::matmul(x, w) * g; },
+         [](double y, double, double gj, double) { return y * gj; }},
+        {"relu(x @ w * g + b)",
+         [](T x, T w, T b, T g, T) { return kiln::relu(kiln::matmul(x, w) * g + b); },
+         [](double y, double bj, double gj, double) { return std::max(y * gj + bj, 0.0); }},
+        {"r + g * (x @ w + b)",
+         [](T x, T w, T b, T g, T r) { return r + g * (kiln::matmul(x, w) + b); },
+         [](double y, double bj, double gj, double ri) { return ri + gj * (y + bj); }},
+        {"g * relu(x @ w + b)",
+         [](T x, T w, T b, T g, T) { return g * kiln::relu(kiln::matmul(x, w) + b); },
+         [](double y, double bj, double gj, double) { return gj * std::max(y + bj, 0.0); }},
+        {"g * (x @ w - 1) / 2",
+         [](T x, T w, T, T g, T) { return g * (kiln::matmul(x, w) - 1.0) / 2.0; },
+         [](double y, double, double gj, double) { return gj * (y - 1) / 2; }},
+        {"gc * (x @ w + b), gc a constant",
+         [&gc, n](T x, T w, T b, T, T) {
+           return kiln::constant(gc.data(), {n}, kiln::f32) * (kiln::matmul(x, w) + b);
+         },
+         [](double y, double bj, double gj, double) { return gj * (y + bj); }},
+    };
+    for (const Case& c : cases) {
+      INFO(c.name << " at " << m << "x" << k << "x" << n);
+      kiln::Function f =
+          kiln::jit([fn = c.fn](T x, T w, T b, T g, T r) { return fn(x, w, b, g, r); });
+      for (int call = 0; call < 2; ++call) {
+        auto out = f(args);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const auto [acc, mag] = ref_dot(x, w, i, j, k, n);
+            const double want = c.ref(acc, b[j], g[j], r[i * n + j]);
+            REQUIRE(std::abs(out[0].data<float>()[i * n + j] - want) <=
+                    1e-5 + 1e-5 * std::abs(want) + 8e-6 * (mag + 2));
+          }
+      }
+      CHECK(kernels_on(f, "x86") == 1);
+      CHECK(kernels_on(f, "llvm") == 0);
+      CHECK(f.stats().fallbacks == 0);
+    }
+  }
 }
 
 TEST_CASE("a 1-d operand's matmul is one x86 kernel storing straight into the output",

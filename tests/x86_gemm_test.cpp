@@ -98,7 +98,7 @@ TEST_CASE("x86 gemm: every epilogue on every path", "[x86][gemm][epilogue]") {
       {6, 333, 100},  {64, 64, 64},   {100, 130, 50},  {77, 200, 700}, {128, 96, 1024},
       {1, 300, 1100}, {5, 260, 1300}, {40, 100, 2200},  // three K blocks (KC is at most 1024)
       {16, 333, 200}, {30, 300, 150},  // skinny on AVX-512 (up to 32 rows), AVX2 up to 16
-      {1, 2048, 512}, {3, 700, 900},   {900, 3, 700}, {700, 1, 300}};
+      {1, 2048, 512}, {3, 700, 900},  {900, 3, 700},   {700, 1, 300}};
   const Activation acts[] = {Activation::none, Activation::relu, Activation::gelu,
                              Activation::gelu_tanh, Activation::silu};
   for (Isa isa : supported_isas()) {
@@ -106,8 +106,12 @@ TEST_CASE("x86 gemm: every epilogue on every path", "[x86][gemm][epilogue]") {
       int variant = 0;
       for (Activation act : acts) {
         for (int flags = 0; flags < 16; ++flags) {
-          EpiKind e{act,          (flags & 1) != 0,         (flags & 2) != 0,
-                    (flags & 4) != 0, (flags & 4) != 0 && variant % 2, (flags & 8) != 0};
+          EpiKind e{act,
+                    (flags & 1) != 0,
+                    (flags & 2) != 0,
+                    (flags & 4) != 0,
+                    (flags & 4) != 0 && variant % 2,
+                    (flags & 8) != 0};
           INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " act " << int(act)
                              << " bias " << e.bias << " scale " << e.scale << " residual "
                              << e.residual << " gate " << e.gate << " column scale "

@@ -253,8 +253,8 @@ class Case {
         }
         const Expected want = expected_element(
             sum, mag, s_.K, (e_.scale ? 0.75 : 1.0) * (e_.col_scale ? cs_[size_t(j)] : 1.0),
-            e_.bias ? bias_[size_t(j)] : 0.0, e_.act,
-            e_.residual, e_.residual ? res_[size_t(i * ldr_ + j)] : 0.0, e_.gate);
+            e_.bias ? bias_[size_t(j)] : 0.0, e_.act, e_.residual,
+            e_.residual ? res_[size_t(i * ldr_ + j)] : 0.0, e_.gate);
         const double got = c_[size_t(1 + i * ldc_ + j)];
         if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
         worst = std::max(worst, std::fabs(got - want.value) / want.tolerance);

@@ -243,3 +243,24 @@ def test_gates_gemv_epilogues_and_left_terms_at_sizes_0_and_1(m, k, n):
         assert_close(f(*args), want, np.float32, k=max(k, 1) * 2)
         s = f.stats()
         assert s["backend_kernels"] == {"x86": kernels} and s["fallbacks"] == 0, s
+
+
+@pytest.mark.parametrize("form", ["x@w*g", "relu(x@w*g+b)", "r+g*(x@w+b)", "g*relu(x@w+b)", "relu(x@w+b)+c"])
+def test_a_column_scale_or_a_broadcast_row_fuses(form):
+    # LayerScale (r + g * (x @ w + b)), a per-column scale before the activation, and a vector
+    # along N multiplying or added last: one x86 kernel, in a build without LLVM too.
+    rng = rng_for("col-scale", form)
+    x, w, r = random_array(rng, (7, 30), np.float32), random_array(rng, (30, 19), np.float32), random_array(rng, (7, 19), np.float32)
+    b, g = random_array(rng, (19,), np.float32), random_array(rng, (19,), np.float32)
+    y = f64(x) @ f64(w)
+    fn, want = {
+        "x@w*g": (lambda x, w, b, g, r: x @ w * g, y * f64(g)),
+        "relu(x@w*g+b)": (lambda x, w, b, g, r: kiln.relu(x @ w * g + b), np.maximum(y * f64(g) + f64(b), 0)),
+        "r+g*(x@w+b)": (lambda x, w, b, g, r: r + g * (x @ w + b), f64(r) + f64(g) * (y + f64(b))),
+        "g*relu(x@w+b)": (lambda x, w, b, g, r: g * kiln.relu(x @ w + b), f64(g) * np.maximum(y + f64(b), 0)),
+        "relu(x@w+b)+c": (lambda x, w, b, g, r: kiln.relu(x @ w + b) + g, np.maximum(y + f64(b), 0) + f64(g)),
+    }[form]
+    f = kiln.jit(fn)
+    assert_close(f(x, w, b, g, r), want, np.float32, k=30)
+    s = f.stats()
+    assert s["backend_kernels"] == {"x86": 1} and s["fallbacks"] == 0, s

@@ -113,9 +113,9 @@ struct Params {
   int64_t r_pad = 5;  // ld_residual = N + r_pad; -1: one row broadcast (ld_residual 0)
   int act = 0;
   bool bias = false, residual = false;
-  bool gate = false;   // the residual multiplies
+  bool gate = false;       // the residual multiplies
   bool col_scale = false;  // a column scale (the bias's values: both guarded the same way)
-  float scale = 1.0f;  // 1: none
+  float scale = 1.0f;      // 1: none
   bool prepacked = false;
   int threads = 2;  // the plan's
   int caches = 0;   // cache_choices()
@@ -153,8 +153,7 @@ std::string repro_string(const Params& P, const char* isa = nullptr) {
   o << "M=" << P.M << " N=" << P.N << " K=" << P.K << " A=" << op_name(P.a) << " B=" << op_name(P.b)
     << " c_pad=" << P.c_pad << " r_pad=" << P.r_pad << " act=" << kActNames[P.act]
     << " bias=" << P.bias << " scale=" << P.scale << " res=" << P.residual << " gate=" << P.gate
-    << " cscale=" << P.col_scale
-    << " prepacked=" << P.prepacked << " threads=" << P.threads
+    << " cscale=" << P.col_scale << " prepacked=" << P.prepacked << " threads=" << P.threads
     << " caches=" << cache_choices()[size_t(P.caches)].name << " dyn_m=" << P.dyn_m
     << " dyn_nk=" << P.dyn_nk << " api=" << P.api << " seed=" << P.data_seed;
   if (isa) o << " isa=" << isa;

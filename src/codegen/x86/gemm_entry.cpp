@@ -81,8 +81,8 @@ const GemmPlan& plan_for(const GemmProblem& p, Isa isa, int threads, bool prepac
       uint64_t(isa) | uint64_t(prepacked) << 8 | uint64_t(p.epi.bias != nullptr) << 9 |
       uint64_t(p.epi.scale != 1.0f) << 10 | uint64_t(res) << 11 | uint64_t(p.dynamic_m) << 12 |
       uint64_t(p.dynamic_nk) << 13 | uint64_t(res && p.epi.residual_mul) << 14 |
-      uint64_t(p.epi.col_scale != nullptr) << 15 |
-      uint64_t(uint8_t(p.epi.act)) << 16 | uint64_t(uint32_t(threads)) << 32;
+      uint64_t(p.epi.col_scale != nullptr) << 15 | uint64_t(uint8_t(p.epi.act)) << 16 |
+      uint64_t(uint32_t(threads)) << 32;
   const PlanKey key{p.M,
                     p.N,
                     p.K,

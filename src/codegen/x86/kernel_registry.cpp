@@ -118,7 +118,7 @@ struct DescHash {
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
 constexpr uint64_t kBlobVersion = 10;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
                                        // 9: cols_outer; 10: has_col_scale
-constexpr uint64_t kMaxRelocs = 64;   // one per kernel today
+constexpr uint64_t kMaxRelocs = 64;    // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB
 constexpr uint64_t kMaxAlignment = 64;  // JitAllocator's granularity; never more is asked for

@@ -37,13 +37,13 @@ struct KernelDesc {
   int64_t accumulate = 0;  // packed: add C's partial sum (not the first K block)
   int64_t last = 1;        // packed: last K block, apply the epilogue
   int64_t has_bias = 0, has_scale = 0, act = 0;
-  int64_t has_residual = 0;  // ResidualOp: none, added, or multiplying (a gate)
+  int64_t has_residual = 0;   // ResidualOp: none, added, or multiplying (a gate)
   int64_t has_col_scale = 0;  // a per-column scale (KernelArgs::col_scale), as bias is added
   // dot and stream: one bias (and column scale) value, bias[0], for every output (N = 1)
   int64_t bias_bcast = 0;
-  int64_t b_prefetch = 0;    // direct: B rows ahead prefetched into L1 in the K loop (0: none)
-  int64_t rows_cap = 0;      // direct: at most this many rows per block (0: the tiling's own)
-  int64_t cols_outer = 0;    // direct: column tiles outer, row blocks inner (see direct_kernel.cpp)
+  int64_t b_prefetch = 0;  // direct: B rows ahead prefetched into L1 in the K loop (0: none)
+  int64_t rows_cap = 0;    // direct: at most this many rows per block (0: the tiling's own)
+  int64_t cols_outer = 0;  // direct: column tiles outer, row blocks inner (see direct_kernel.cpp)
 
   bool operator==(const KernelDesc& o) const;
   // Any of bias, scale, activation, residual or column scale.

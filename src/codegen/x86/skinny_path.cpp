@@ -122,7 +122,8 @@ bool GemmPlan::Impl::plan_skinny(const GemmProblem& p, const KernelDesc& base, i
       d.last = kind >= 2;
       d.b_prefetch = prefetch ? kSkinnyPrefetchRows : 0;
       d.cols_outer = cols_outer && direct_tiling(isa == Isa::avx512, p.M, d.cols).rows_max < p.M;
-      if (!d.last) d.has_bias = d.has_scale = d.act = d.has_residual = d.ld_res = d.has_col_scale = 0;
+      if (!d.last)
+        d.has_bias = d.has_scale = d.act = d.has_residual = d.ld_res = d.has_col_scale = 0;
       skinny[lc][kind] = use(d);
     }
   }

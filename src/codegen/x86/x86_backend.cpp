@@ -165,16 +165,20 @@ Resolved* runtime_operands() {
 }
 
 struct Plan {
-  OperandView a, b, bias, residual;
+  OperandView a, b, bias, residual, col_scale;
   bool has_bias = false, has_residual = false;
   bool residual_mul = false;  // the residual multiplies (a gate)
-  // The bias the kernel adds is ((bias_negated ? -bias : bias) + bias_const) * bias_mult
-  // (x @ w - b, x @ w + 1, (x @ w + b) / 2): made per call into a per-thread vector when any of
-  // them is in use.
+  // A vector along N multiplying the product (the kernel's column scale); col_scale_post: it
+  // multiplies the bias terms too (LayerScale: g * (x @ w + b)).
+  bool has_col_scale = false, col_scale_post = false;
+  // The bias the kernel adds is ((bias_negated ? -bias : bias) + bias_const) * bias_mult, times
+  // the column scale where col_scale_post (x @ w - b, x @ w + 1, (x @ w + b) / 2,
+  // g * (x @ w + b)): made per call into a per-thread vector when any of them is in use.
   bool bias_negated = false, has_bias_const = false;
   float bias_const = 0.0f, bias_mult = 1.0f;
   bool bias_made_per_call() const {
-    return bias_negated || has_bias_const || (has_bias && bias_mult != 1.0f);
+    return bias_negated || has_bias_const || (has_bias && bias_mult != 1.0f) ||
+           (has_bias && col_scale_post);
   }
   float scale = 1.0f;
   x86::Activation act = x86::Activation::none;
@@ -182,19 +186,21 @@ struct Plan {
   ir::Dim K;
 };
 
-// The bias a plan makes, ((negated ? -bias : bias) + const) * mult over N columns (bias: null
-// for none), into `made`.
-void make_bias(const Plan& p, const float* bias, int64_t N, std::vector<float>& made) {
+// The bias a plan makes, ((negated ? -bias : bias) + const) * mult (* col[j] where the column
+// scale comes after the bias terms) over N columns (bias: null for none), into `made`.
+void make_bias(const Plan& p, const float* bias, const float* col, int64_t N,
+               std::vector<float>& made) {
   made.resize(size_t(N));
   const float sign = p.bias_negated ? -1.0f : 1.0f;
   for (int64_t j = 0; j < N; ++j)
-    made[size_t(j)] = ((bias ? sign * bias[j] : 0.0f) + p.bias_const) * p.bias_mult;
+    made[size_t(j)] = ((bias ? sign * bias[j] : 0.0f) + p.bias_const) * p.bias_mult *
+                      (p.col_scale_post ? col[j] : 1.0f);
 }
 
 // The same per launch, in a per-thread vector that lives until the thread's next launch.
-const float* made_bias(const Plan& p, const float* bias, int64_t N) {
+const float* made_bias(const Plan& p, const float* bias, const float* col, int64_t N) {
   thread_local std::vector<float> made;
-  make_bias(p, bias, N, made);
+  make_bias(p, bias, col, N, made);
   return made.data();
 }
 
@@ -248,8 +254,9 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
   };
   // C's rows and columns are the dense leaf's last two dims (or their leading part: a slice from
   // 0), unit-stride along a row; batch dims may map to any of its other dims or be broadcast (an
-  // attention mask over batch and heads). Where C has a single row or column, that dim may be
-  // broadcast (the vector added to W @ v or v @ W).
+  // attention mask over batch and heads). One row may serve every row of C (ld_residual 0: a
+  // vector along N, as b in relu(x @ w) * b or W @ v + b), and where C has a single column that
+  // dim may be broadcast.
   auto residual_view = [&](const Node* r, OperandView& v) {
     if (!dense_leaf_of_shape(r, mm->shape, v) ||
         !std::all_of(v.offset.begin(), v.offset.end(), [](int64_t o) { return o == 0; }))
@@ -257,11 +264,11 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
     const size_t nd = v.dim.size();
     const int ld = static_cast<int>(g.leaves[v.leaf]->shape.size());
     if (nd < 2) return false;
-    const bool one_row = v.dim[nd - 2] < 0 && ir::is_one(mm->shape[nd - 2]);
+    const bool row_bcast = v.dim[nd - 2] < 0;
     const bool one_col = v.dim[nd - 1] < 0 && ir::is_one(mm->shape[nd - 1]);
     bool ok = (one_col || (v.dim[nd - 1] == ld - 1 && v.mult[nd - 1] == 1)) &&
-              (one_row || (v.dim[nd - 2] == ld - 2 && v.mult[nd - 2] == 1));
-    const int first_of_row = !one_row ? ld - 2 : !one_col ? ld - 1 : ld;
+              (row_bcast || (v.dim[nd - 2] == ld - 2 && v.mult[nd - 2] == 1));
+    const int first_of_row = !row_bcast ? ld - 2 : !one_col ? ld - 1 : ld;
     for (size_t d = 0; d + 2 < nd; ++d) ok = ok && (v.dim[d] < first_of_row);
     return ok;
   };
@@ -277,6 +284,25 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
       cur = cur->inputs[1 - side].get();
     }
   }
+  // A bias varies along N only, with unit stride in a dense leaf.
+  auto bias_view = [&](const Node* bnode, OperandView& v) {
+    if (bnode->shape != mm->shape || !resolve_view(bnode, leaf_index, v) ||
+        layouts[v.leaf].runtime_strides)
+      return false;
+    const ir::Shape& ls = g.leaves[v.leaf]->shape;
+    // With one column, the bias is one element (of a leaf [1], say, for W @ v with W [1, K]).
+    if (ir::is_one(mm->shape.back()) && v.dim.back() < 0) {
+      bool ok = true;
+      for (int d : v.dim) ok = ok && (d < 0 || ir::is_one(ls[d]));
+      return ok;
+    }
+    bool ok = v.dim.back() >= 0 && v.mult.back() == 1 && ls[v.dim.back()] == mm->shape.back();
+    // Other dims broadcast, or on a size-1 dim of the leaf (a folded constant [1, N]).
+    for (size_t d = 0; d + 1 < v.dim.size(); ++d)
+      ok = ok && (v.dim[d] < 0 || ir::is_one(ls[v.dim[d]]));
+    for (size_t e = v.dim.back() + 1; e < ls.size(); ++e) ok = ok && ir::is_one(ls[e]);
+    return ok;
+  };
   // A scale after the activation folds into the scale and bias before it where
   // act(s * y) == s * act(y): with no activation, or relu and s > 0 ((x @ w + b) / 2,
   // relu(x @ w + b) * 2); checked once the activation is known.
@@ -287,6 +313,23 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
       cur = y;
     }
   }
+  // A vector along N multiplying one side (a column scale): before the activation, or after the
+  // bias terms with no activation (LayerScale: x + g * (h @ w + b)). Taken here as the latter;
+  // where no bias term follows it is the same as the former.
+  auto take_col_scale = [&]() {
+    if (p.has_col_scale || cur == mm || cur->op != Op::Mul || cur->tag != ir::Composite::none)
+      return false;
+    for (int side = 0; side < 2; ++side) {
+      OperandView v;
+      if (!bias_view(cur->inputs[side].get(), v)) continue;
+      p.col_scale = v;
+      p.has_col_scale = true;
+      cur = cur->inputs[1 - side].get();
+      return true;
+    }
+    return false;
+  };
+  p.col_scale_post = take_col_scale();
   if (cur != mm) {
     const Node* x = nullptr;
     switch (cur->tag) {
@@ -315,25 +358,8 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
     return {Mismatch::Kind::epilogue,
             "a scale after the activation (only relu with a positive "
             "scale, or no activation, takes one)"};
-  // A bias varies along N only, with unit stride in a dense leaf.
-  auto bias_view = [&](const Node* bnode, OperandView& v) {
-    if (bnode->shape != mm->shape || !resolve_view(bnode, leaf_index, v) ||
-        layouts[v.leaf].runtime_strides)
-      return false;
-    const ir::Shape& ls = g.leaves[v.leaf]->shape;
-    // With one column, the bias is one element (of a leaf [1], say, for W @ v with W [1, K]).
-    if (ir::is_one(mm->shape.back()) && v.dim.back() < 0) {
-      bool ok = true;
-      for (int d : v.dim) ok = ok && (d < 0 || ir::is_one(ls[d]));
-      return ok;
-    }
-    bool ok = v.dim.back() >= 0 && v.mult.back() == 1 && ls[v.dim.back()] == mm->shape.back();
-    // Other dims broadcast, or on a size-1 dim of the leaf (a folded constant [1, N]).
-    for (size_t d = 0; d + 1 < v.dim.size(); ++d)
-      ok = ok && (v.dim[d] < 0 || ir::is_one(ls[v.dim[d]]));
-    for (size_t e = v.dim.back() + 1; e < ls.size(); ++e) ok = ok && ir::is_one(ls[e]);
-    return ok;
-  };
+  if (p.col_scale_post && p.act != x86::Activation::none)
+    return {Mismatch::Kind::epilogue, "a column scale after the activation"};
   // Up to one bias vector and one scalar, added or subtracted, on either side: a term left of a
   // subtraction negates what is below it (b - x @ w is -(x @ w) + b), `sign` of the rest.
   double sign = 1;
@@ -361,9 +387,17 @@ Mismatch match(const ir::FusionGroup& g, const std::unordered_map<const Node*, i
     if (sub && taken == 0) sign = -sign;
     cur = cur->inputs[1 - taken].get();
   }
+  // The scalar and column scales of the product, in either order.
   double scale = 1;
-  if (cur != mm)
-    if (const Node* y = strip_scale(cur, &scale)) cur = y;
+  for (int f = 0; f < 2 && cur != mm; ++f) {
+    double s = 1;
+    if (const Node* y = strip_scale(cur, &s)) {
+      scale *= s;
+      cur = y;
+    } else if (!take_col_scale()) {
+      break;
+    }
+  }
   // The scale after the activation, and the sign, folded in.
   p.scale = static_cast<float>(scale * post * sign);
   p.bias_mult = static_cast<float>(post);
@@ -387,7 +421,8 @@ class X86Kernel : public CompiledKernel {
   // Operand addressing resolved at compile time; only operands of strided inputs are resolved
   // per call (the common dense case allocates nothing on the call path).
   Resolved a_fixed, b_fixed;
-  int64_t bias_offset = 0;  // bias leaves are dense (the matcher requires it)
+  int64_t bias_offset = 0;       // bias leaves are dense (the matcher requires it)
+  int64_t col_scale_offset = 0;  // likewise
   Resolved residual_fixed;  // its batch strides (0 where broadcast), unless the leaf is symbolic
   // A made bias that reads no input (scalar terms alone or a constant vector, N exact): made once,
   // at compile time.
@@ -461,10 +496,16 @@ class X86Kernel : public CompiledKernel {
       epi.bias = ptr(p.bias.leaf,
                      lbias.symbolic ? resolve_offset(p.bias, lbias, strides, dims) : bias_offset);
     }
+    if (p.has_col_scale) {
+      const LeafStrides& lcol = leaves[p.col_scale.leaf];
+      epi.col_scale =
+          ptr(p.col_scale.leaf,
+              lcol.symbolic ? resolve_offset(p.col_scale, lcol, strides, dims) : col_scale_offset);
+    }
     if (!const_bias.empty())
       epi.bias = const_bias.data();
     else if (p.bias_made_per_call())
-      epi.bias = made_bias(p, epi.bias, N);
+      epi.bias = made_bias(p, epi.bias, epi.col_scale, N);
     // The residual's strides: rows ld_residual apart, batches (0 along dims it is broadcast
     // over) in r.stride[0, nb).
     if (r_call) resolve_into(runtime[2], p.residual, *lr, strides, dims);
@@ -583,18 +624,24 @@ class X86Backend : public Backend {
     // symbolic extents of other dims (it is 0 there or those dims have offset 0).
     if (p.has_bias)
       k->bias_offset = resolve_offset(p.bias, k->leaves[p.bias.leaf], nullptr, nullptr);
+    if (p.has_col_scale)
+      k->col_scale_offset =
+          resolve_offset(p.col_scale, k->leaves[p.col_scale.leaf], nullptr, nullptr);
     if (p.has_residual)
       k->residual_fixed = resolve(p.residual, k->leaves[p.residual.leaf], nullptr, nullptr);
-    // A made bias that reads no input (scalar terms alone, or a constant vector: x @ w - c) is
-    // made once here where N is exact.
+    // A made bias that reads no input (scalar terms alone, or constant vectors: x @ w - c,
+    // g * (x @ w + c) with g constant) is made once here where N is exact.
+    auto constant_data = [&](const OperandView& v, int64_t offset) -> const float* {
+      const ir::Node& leaf = *g.leaves[v.leaf];
+      if (leaf.op != Op::Constant) return nullptr;
+      return reinterpret_cast<const float*>(leaf.attrs.data->bytes.data()) + offset;
+    };
     if (p.bias_made_per_call() && !p.out_dims[nb + 1].is_symbolic()) {
-      const ir::Node* bleaf = p.has_bias ? g.leaves[p.bias.leaf].get() : nullptr;
-      if (!bleaf)
-        make_bias(p, nullptr, p.out_dims[nb + 1].value, k->const_bias);
-      else if (bleaf->op == Op::Constant)
-        make_bias(p,
-                  reinterpret_cast<const float*>(bleaf->attrs.data->bytes.data()) + k->bias_offset,
-                  p.out_dims[nb + 1].value, k->const_bias);
+      const float* bias = p.has_bias ? constant_data(p.bias, k->bias_offset) : nullptr;
+      const float* col =
+          p.col_scale_post ? constant_data(p.col_scale, k->col_scale_offset) : nullptr;
+      if ((!p.has_bias || bias) && (!p.col_scale_post || col))
+        make_bias(p, bias, col, p.out_dims[nb + 1].value, k->const_bias);
     }
     // The problem with dense strides where they are runtime (and, with symbolic extents, one
     // representative extent, kListingExtent): the listing's, and the fixed plan's.
@@ -611,6 +658,7 @@ class X86Backend : public Backend {
     lp.epi.scale = p.scale;
     static const float dummy = 0;
     if (p.has_bias || p.has_bias_const) lp.epi.bias = &dummy;
+    if (p.has_col_scale) lp.epi.col_scale = &dummy;
     if (p.has_residual) {
       lp.epi.residual = &dummy;
       lp.epi.ld_residual = k->residual_fixed.stride[nb];
