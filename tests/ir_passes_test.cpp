@@ -551,6 +551,23 @@ TEST_CASE("vector_matmul: W @ v runs as a row product, its reshape sinks below t
   }
 }
 
+TEST_CASE("vector_matmul: only a float32 W @ v becomes a row product",
+          "[ir][passes][vector_matmul]") {
+  // Other dtypes run on the LLVM loop nest, which is fast in the column orientation only.
+  for (DType t : {DType::f64, DType::i32, DType::bf16}) {
+    NodePtr w = make_input(0, t, S({6, 5}));
+    NodePtr v = make_input(1, t, S({5}));
+    Graph g = graph_of({w, v}, {make_matmul(w, v)});
+    Graph p = run_pipeline(g);
+    INFO(print(p));
+    REQUIRE(p.outputs[0]->op == Op::Reshape);
+    const NodePtr& mm = p.outputs[0]->inputs[0];
+    REQUIRE(mm->op == Op::MatMul);
+    CHECK(mm->shape == S({6, 1}));
+    CHECK(mm->inputs[0] == w);
+  }
+}
+
 TEST_CASE("vector_matmul: leaves other reshapes and broadcast operands alone",
           "[ir][passes][vector_matmul]") {
   NodePtr x = make_input(0, DType::f32, S({4, 6}));

@@ -3,9 +3,12 @@
 // unit dim; the elementwise ops after them (a bias, an activation) then read the reshape, which
 // stood between the matmul and its epilogue, so the fusion pass could not hand them to the matmul's
 // backend. Two rewrites:
-//   - W @ v is computed as v^T @ W^T ([..., 1, K] @ [..., K, M], W read transposed in place), so
-//     the vector result runs along the matmul's columns, where a bias vector is the epilogue's
-//     bias;
+//   - a float32 W @ v is computed as v^T @ W^T ([..., 1, K] @ [..., K, M], W read transposed in
+//     place), so the vector result runs along the matmul's columns, where a bias vector is the
+//     epilogue's bias. Only float32: those matmuls are the x86 GEMM backend's, which runs either
+//     orientation alike; the LLVM loop nest that takes the other dtypes parallelizes over rows and
+//     walks B's columns innermost, and ran the row form 6.5x (float64) to 87x (int32) slower at
+//     1024 x 1024;
 //   - a unit reshape (only size-1 dims added or dropped) of a matmul sinks below the elementwise
 //     ops that read it: op(reshape(mm), y) becomes reshape(op(mm, reshape(y))), the same elements
 //     in the same order, so the group is matmul + epilogue and a reshape of its result.
@@ -36,8 +39,10 @@ NodePtr traced_vector(const NodePtr& operand, bool column) {
   return r->inputs[0];
 }
 
-// W @ v as reshape(v^T @ W^T) to the matmul's shape [..., M, 1]; null when `mm` is not one.
+// A float32 W @ v as reshape(v^T @ W^T) to the matmul's shape [..., M, 1]; null when `mm` is not
+// one.
 NodePtr matmul_as_row(const NodePtr& mm) {
+  if (mm->dtype != DType::f32) return nullptr;
   NodePtr v = traced_vector(mm->inputs[1], true);
   if (!v || traced_vector(mm->inputs[0], false)) return nullptr;
   const NodePtr& w = mm->inputs[0];
