@@ -226,6 +226,7 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
     kernels.clear();
     layouts_per_group.clear();
     report.fallbacks.resize(fallbacks_before);  // a retry meets the same groups again
+    bool settled = false;
     try {
       for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
         const ir::FusionGroup& grp = plan.groups[gi];
@@ -245,19 +246,19 @@ std::shared_ptr<Executable> compile_executable(const CompileRequest& req, Compil
                                      exe->graph_text, report));
         layouts_per_group.push_back(std::move(layouts));
       }
-      count_sources(kernels, keys_of_earlier_attempts, report);
-      break;
+      settled = true;
     } catch (const EpilogueSplit& s) {
-      count_sources(kernels, keys_of_earlier_attempts, report);
       KILN_LOG_AT(warn) << s.why;
       splits.push_back(s.why);
       materialize.insert(s.node);
     } catch (const FusionRejected& r) {
-      count_sources(kernels, keys_of_earlier_attempts, report);
       KILN_LOG_AT(debug) << "fusion: materializing " << ir::op_name(r.node->op)
                          << " read across rows of its kernel";
       materialize.insert(r.node);
     }
+    // The kernels this attempt got, up to a split or rejection, were got all the same.
+    count_sources(kernels, keys_of_earlier_attempts, report);
+    if (settled) break;
   }
   report.fallbacks.insert(report.fallbacks.end(), splits.begin(), splits.end());
 

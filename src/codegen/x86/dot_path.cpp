@@ -148,13 +148,13 @@ void GemmPlan::Impl::run_dot(const GemmProblem& p, ThreadPool* pool) const {
           const int64_t ldr = p.epi.ld_residual;
           const int64_t next_out = over_a ? 1 : p.ldc, next_res = over_a ? 1 : ldr;
           KernelArgs args{
-              p.epi.bias ? p.epi.bias + (over_a ? i : j0) : nullptr,
+              nullptr,
               p.epi.residual ? p.epi.residual + (over_a ? j0 * ldr + i : i * ldr + j0) : nullptr,
               0,
               pair ? next_out * 4 : 0,
               pair ? next_res * 4 : 0,
               p.epi.scale};
-          args.col_scale = p.epi.col_scale ? p.epi.col_scale + (over_a ? i : j0) : nullptr;
+          set_columns(args, p.epi, over_a ? i : j0);
           (pair ? dot_pair[last] : dot[last])->fn(&args, v + i * v_rs, x + j0 * x_rs, p.c + out);
           if (pair) ++i;
         }

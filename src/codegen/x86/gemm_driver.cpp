@@ -211,8 +211,8 @@ void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
   if (p.epi.bias == nullptr && p.epi.residual == nullptr && p.epi.scale == 1.0f &&
       p.epi.col_scale == nullptr)
     return direct->fn(&bare_args, p.a.data, p.b.data, p.c);
-  KernelArgs args{p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
-  args.col_scale = p.epi.col_scale;
+  KernelArgs args{nullptr, p.epi.residual, p.K, 0, 0, p.epi.scale};
+  set_columns(args, p.epi, 0);
   direct->fn(&args, p.a.data, p.b.data, p.c);
 }
 
@@ -391,8 +391,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
 }
 
 void GemmPlan::Impl::run_direct(const GemmProblem& p) const {
-  KernelArgs args{p.epi.bias, p.epi.residual, p.K, 0, 0, p.epi.scale};
-  args.col_scale = p.epi.col_scale;
+  KernelArgs args{nullptr, p.epi.residual, p.K, 0, 0, p.epi.scale};
+  set_columns(args, p.epi, 0);
   const float* b = p.b.data;
   if (copy_b) {
     float* copy = thread_scratch(ScratchSlot::b_copy, size_t(p.K * p.N));

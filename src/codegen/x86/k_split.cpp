@@ -172,8 +172,7 @@ void GemmPlan::Impl::reduce_k_split(const GemmProblem& p, const float* partials,
         for (int64_t jp = 0; jp < npanels; ++jp) {
           const int64_t j0 = jp * NR;
           const int ne = N - j0 < NR;
-          args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
-          args.col_scale = p.epi.col_scale ? p.epi.col_scale + j0 : nullptr;
+          set_columns(args, p.epi, j0);
           args.residual = p.epi.residual ? p.epi.residual + i * p.epi.ld_residual + j0 : nullptr;
           // No K steps: the A and B pointers are not read.
           kern[1][1][me][ne]->fn(&args, p.c, p.c, p.c + i * p.ldc + j0);

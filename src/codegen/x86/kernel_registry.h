@@ -81,6 +81,13 @@ struct KernelArgs {
 };
 using KernelFn = void (*)(const KernelArgs* args, const float* a, const float* b, float* c);
 
+// An epilogue's vectors along N (bias and column scale) from column j on, into `args` (null
+// where the epilogue has none).
+inline void set_columns(KernelArgs& args, const GemmEpilogue& e, int64_t j) {
+  args.bias = e.bias ? e.bias + j : nullptr;
+  args.col_scale = e.col_scale ? e.col_scale + j : nullptr;
+}
+
 struct Kernel {
   KernelFn fn = nullptr;
   KernelInfo info;  // without the listing: see kernel_listing()

@@ -111,8 +111,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       const int64_t j0 = jp * NR;
       args.kc = s.kc;
       args.ldc_bytes = s.ldc * 4;
-      args.bias = p.epi.bias ? p.epi.bias + j0 : nullptr;
-      args.col_scale = p.epi.col_scale ? p.epi.col_scale + j0 : nullptr;
+      set_columns(args, p.epi, j0);
       args.residual = p.epi.residual ? p.epi.residual + (s.i0 + ir) * ldr + j0 : nullptr;
       args.b_next = b_next;
       args.c_next = c_next;

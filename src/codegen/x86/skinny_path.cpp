@@ -138,13 +138,9 @@ void GemmPlan::Impl::run_skinny(const GemmProblem& p, ThreadPool* pool) const {
       for (int64_t b = 0; b < nkb; ++b) {
         const int kind = nkb == 1 ? 3 : b == 0 ? 0 : b == nkb - 1 ? 2 : 1;
         const int64_t k0 = b * kb;
-        KernelArgs args{p.epi.bias ? p.epi.bias + j0 : nullptr,
-                        p.epi.residual ? p.epi.residual + j0 : nullptr,
-                        0,
-                        0,
-                        0,
+        KernelArgs args{nullptr,    p.epi.residual ? p.epi.residual + j0 : nullptr, 0, 0, 0,
                         p.epi.scale};
-        args.col_scale = p.epi.col_scale ? p.epi.col_scale + j0 : nullptr;
+        set_columns(args, p.epi, j0);
         skinny[lc][kind]->fn(&args, p.a.data + k0 * p.a.col_stride,
                              p.b.data + k0 * p.b.row_stride + j0, p.c + j0);
       }

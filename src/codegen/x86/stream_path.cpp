@@ -115,13 +115,9 @@ void GemmPlan::Impl::run_stream(const GemmProblem& p, ThreadPool* pool) const {
       const int64_t j0 = c * chunk, k0 = kt * K / tk, k1 = (kt + 1) * K / tk;
       float* y = kt == 0 ? p.c : partials + (kt - 1) * N;
       // A one-column C's transpose: its one bias value for every chunk.
-      KernelArgs args{p.epi.bias ? p.epi.bias + (column_as_row ? 0 : j0) : nullptr,
-                      p.epi.residual ? p.epi.residual + j0 : nullptr,
-                      k1 - k0,
-                      0,
-                      0,
+      KernelArgs args{nullptr,    p.epi.residual ? p.epi.residual + j0 : nullptr, k1 - k0, 0, 0,
                       p.epi.scale};
-      args.col_scale = p.epi.col_scale ? p.epi.col_scale + (column_as_row ? 0 : j0) : nullptr;
+      set_columns(args, p.epi, column_as_row ? 0 : j0);
       stream[c == nchunks - 1]->fn(&args, p.a.data + k0 * p.a.col_stride,
                                    p.b.data + k0 * p.b.row_stride + j0, y + j0);
     }

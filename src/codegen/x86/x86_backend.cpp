@@ -177,8 +177,7 @@ struct Plan {
   bool bias_negated = false, has_bias_const = false;
   float bias_const = 0.0f, bias_mult = 1.0f;
   bool bias_made_per_call() const {
-    return bias_negated || has_bias_const || (has_bias && bias_mult != 1.0f) ||
-           (has_bias && col_scale_post);
+    return bias_negated || has_bias_const || (has_bias && (bias_mult != 1.0f || col_scale_post));
   }
   float scale = 1.0f;
   x86::Activation act = x86::Activation::none;

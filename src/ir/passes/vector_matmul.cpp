@@ -57,11 +57,6 @@ NodePtr matmul_as_row(const NodePtr& mm) {
   return make_reshape(make_matmul(a, make_permute(w, std::move(perm))), mm->shape);
 }
 
-bool elementwise(Op op) {
-  const OpKind k = op_kind(op);
-  return k == OpKind::unary || k == OpKind::binary || k == OpKind::ternary || k == OpKind::cast;
-}
-
 class Sinker {
  public:
   NodePtr operator()(NodePtr cur) {
@@ -74,7 +69,7 @@ class Sinker {
       if (src->op == Op::MatMul && is_unit_reshape(cur->shape, src->shape))
         return make_reshape(src, cur->shape);
     }
-    if (!elementwise(cur->op)) return cur;
+    if (!is_elementwise(cur->op)) return cur;
     const Node* lead = nullptr;
     for (const NodePtr& in : cur->inputs)
       if (in->op == Op::Reshape && sinkable_source(*in) && in->shape == cur->shape) {
