@@ -10,6 +10,7 @@
 
 #include "codegen/x86/blocking.h"
 #include "codegen/x86/gemm.h"
+#include "codegen/x86/gemm_plan.h"
 #include "codegen/x86/kernel_registry.h"
 
 #include <algorithm>
@@ -42,12 +43,18 @@ kiln::ThreadPool& pool2() {
   return pool;
 }
 
-// A plan for c's problem on `threads` threads, checked on every pool; it must take `path`.
+// A plan for c's problem on `threads` threads, checked on every pool; it must take `path`. A
+// "dot" case whose K is too short for the dot path to pay (dot_path_for; its bounds are checked
+// on their own below) must take another path, and is checked there.
 double check_case(Case& c, Isa isa, int threads, const char* path,
                   const CacheSizes* caches = nullptr) {
   auto plan = caches ? GemmPlan::make(c.problem(), isa, threads, false, *caches)
                      : GemmPlan::make(c.problem(), isa, threads);
-  CHECK(path_taken(*plan, c, pool2()) == path);
+  const std::string taken = path_taken(*plan, c, pool2());
+  if (std::string(path) == "dot" && dot_path_for(c.problem(), isa, false) == DotOver::none)
+    CHECK(taken != "dot");
+  else
+    CHECK(taken == path);
   return worst_on_every_pool(*plan, c);
 }
 
@@ -85,6 +92,43 @@ TEST_CASE("x86 gemm: GEMV-like layouts read along rows take the dot or stream pa
     CHECK(path_of({4096, 5, 1024}, Layout::row_major, Layout::row_major, 3) != "dot");
     CHECK(path_of({7, 4, 1024}, Layout::row_major, Layout::row_major, 3) != "dot");
     CHECK(path_of({4096, 1, 1024}, Layout::transposed, Layout::row_major, 3) != "stream");
+  }
+}
+
+TEST_CASE("x86 gemm: a K too short for the dot path takes the direct kernels", "[x86][gemm][dot]") {
+  // dot_path.cpp (dot_min_k, dot_min_k_b_rows): over a short K a dot product is mostly its
+  // horizontal reduction; 10000 3-D points times a 3x3 matrix ran 7x faster on the direct kernels.
+  for (Isa isa : supported_isas()) {
+    const bool avx512 = isa == Isa::avx512;
+    auto path_of = [&](Shape s, Layout lb) {
+      Case c(s, Layout::row_major, lb, EpiKind{}, 4050, 0);
+      return path_taken(*GemmPlan::make(c.problem(), isa, 2), c, pool2());
+    };
+    INFO(isa_name(isa));
+    // A @ B, 1-4 columns, from 17 rows: K from 8 (AVX2 4), 16, 32, 48.
+    CHECK(path_of({10000, 3, 3}, Layout::row_major) == "direct");
+    CHECK(path_of({1000, 4, 4}, Layout::row_major) == "direct");
+    CHECK(path_of({1000, 1, avx512 ? 7 : 3}, Layout::row_major) == "direct");
+    CHECK(path_of({1000, 1, avx512 ? 8 : 4}, Layout::row_major) == "dot");
+    CHECK(path_of({100, 2, 15}, Layout::row_major) == "direct");
+    CHECK(path_of({100, 2, 16}, Layout::row_major) == "dot");
+    CHECK(path_of({100, 3, 31}, Layout::row_major) == "direct");
+    CHECK(path_of({100, 3, 32}, Layout::row_major) == "dot");
+    CHECK(path_of({100, 4, 47}, Layout::row_major) == "direct");
+    CHECK(path_of({100, 4, 48}, Layout::row_major) == "dot");
+    // 9-16 rows twice the K, 8 or fewer (one column) four times.
+    CHECK(path_of({16, 2, 31}, Layout::row_major) == "direct");
+    CHECK(path_of({16, 2, 32}, Layout::row_major) == "dot");
+    CHECK(path_of({1, 1, 1}, Layout::row_major) == "direct");
+    CHECK(path_of({4, 1, avx512 ? 31 : 15}, Layout::row_major) == "direct");
+    CHECK(path_of({4, 1, avx512 ? 32 : 16}, Layout::row_major) == "dot");
+    // x @ W.T over several columns: AVX-512 K from 2 M (M < 4) or 4 M, AVX2 from M.
+    CHECK(path_of({8, 1000, 3}, Layout::transposed) == "direct");
+    CHECK(path_of({8, 1000, avx512 ? 31 : 7}, Layout::transposed) == "direct");
+    CHECK(path_of({8, 1000, avx512 ? 32 : 8}, Layout::transposed) == "dot");
+    CHECK(path_of({1, 1000, 2}, Layout::transposed) == "dot");
+    CHECK(path_of({3, 1000, avx512 ? 5 : 2}, Layout::transposed) == "direct");
+    CHECK(path_of({3, 1000, avx512 ? 6 : 3}, Layout::transposed) == "dot");
   }
 }
 
@@ -183,7 +227,7 @@ TEST_CASE("x86 gemm: A @ B with 1-4 columns on the dot path matches the referenc
   // 1-8 rows, K's tails, every epilogue (bias[j] for all of column j), 1-4 threads, and a 16 KiB
   // L2 for blocks of 8 rows of A read by every column.
   const std::vector<int64_t> ms = {8, 9, 17, 100, 1001};
-  const std::vector<int64_t> ks = {1, 7, 8, 33, 300};
+  const std::vector<int64_t> ks = {1, 7, 8, 33, 50, 300};
   const Layout a_layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows};
   const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
                               Layout::broadcast_row};
@@ -307,7 +351,7 @@ TEST_CASE("x86 gemm: x @ W.T takes two rows of A per pass on AVX-512, and what p
     return;
   }
   int variant = 0;
-  for (Shape s : std::vector<Shape>{{2, 9, 17}, {4, 100, 1000}, {7, 33, 64}, {6, 1000, 5}}) {
+  for (Shape s : std::vector<Shape>{{2, 9, 17}, {4, 100, 1000}, {7, 33, 64}, {6, 1000, 25}}) {
     for (int e = 0; e < 4; ++e) {
       Case c(s, variant % 2 ? Layout::padded : Layout::reversed_rows, Layout::transposed_padded,
              kEpilogueCycle[e], uint32_t(4500 + variant), 5);
@@ -326,7 +370,7 @@ TEST_CASE("x86 gemm: the dot path with one residual row for every row of C (ld_r
   for (Isa isa : supported_isas()) {
     for (int64_t M : {8, 13, 100}) {
       for (int64_t N : {1, 2, 4}) {
-        for (int64_t K : {1, 9, 300}) {
+        for (int64_t K : {1, 9, 65, 300}) {
           Case c({M, N, K}, Layout::row_major, Layout::row_major,
                  EpiKind{Activation::relu, true, false, true}, uint32_t(5300 + variant++));
           c.broadcast_residual_row();
@@ -374,7 +418,7 @@ TEST_CASE("x86 gemm: A @ B with 2-4 columns takes two columns per pass on AVX-51
   const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
                               Layout::transposed_padded};
   int variant = 0;
-  for (Shape s : std::vector<Shape>{{8, 2, 17}, {100, 4, 1000}, {33, 3, 64}, {1000, 2, 5}}) {
+  for (Shape s : std::vector<Shape>{{8, 2, 65}, {100, 4, 1000}, {33, 3, 64}, {1000, 2, 21}}) {
     for (int e = 0; e < 4; ++e) {
       Case c(s, variant % 2 ? Layout::padded : Layout::reversed_rows, b_layouts[variant % 4],
              kEpilogueCycle[e], uint32_t(4700 + variant), 5);

@@ -50,18 +50,49 @@ bool dot_fits(int64_t x_row_stride, int64_t out_stride, int64_t res_stride, int6
   return (kDotGroup - 1) * widest * 4 + K * 4 + 64 < (int64_t{1} << 31);
 }
 
+// The least K at which a dot kernel beats the paths that take the problem otherwise (direct,
+// direct_rows, skinny): each of its outputs ends in a horizontal reduction, which over a short K
+// is most of the work, where a direct kernel does one FMA per row and k-step for all of C's (up
+// to four) columns at once; on few rows the dot path's fixed cost weighs too. dot_min_k: A's rows
+// against N columns of B (DotOver::a_rows), or one column (b_rows with N = 1). Measured, paired
+// plans on 2 threads, dot against the path taken without it (RESULTS.md, session of 2026-12-05
+// morning), AVX-512 at 16 / 100 / 1000 / 10000 rows: N = 1 K = 4 0.37x, 0.61x, 0.81x, 0.79x, K = 8
+// 0.63x, 1.15x, 1.39x, 1.33x; N = 2 K = 12 0.49-0.91x, K = 16 0.65x, 1.04x, 0.77x, 1.17x; N = 3
+// K = 24 0.56-0.89x, K = 32 0.70x, 1.29x, 0.84x, 1.26x; N = 4 K = 32 0.59x, 0.91x, 0.62x, 1.00x,
+// K = 48 0.73x, 1.13x, 1.00x, 1.23x. 16 rows take about twice the K (16x1x16 1.19x, 16x2x32 1.01x,
+// 16x3x48 0.89x, 16x4x64 0.86x), eight or fewer four times (1x1x16 0.43x, 1x1x64 1.51x, 4x1x16
+// 0.60x, 4x1x32 1.08x, 8x1x16 0.81x, 8x2x64 1.05x). AVX2 (direct rows half as wide): N = 1 K = 4
+// 0.48x, 1.04x, 1.48x, 1.23x, from N = 2 as AVX-512. Where rows disagree the lower K is taken
+// (1000x2x16 keeps the dot path at 0.77x; 1000x1x6 leaves it at 0.88x).
+constexpr int64_t kDotMinK[2][kDotMaxCols] = {{4, 16, 32, 48}, {8, 16, 32, 48}};  // [avx512][N-1]
+int64_t dot_min_k(int64_t M, int64_t N, Isa isa) {
+  const int64_t k = kDotMinK[isa == Isa::avx512][N - 1];
+  return M <= 8 ? 4 * k : M <= 16 ? 2 * k : k;
+}
+// The same for x @ W.T over M rows of A and several columns (b_rows; the other path a direct
+// kernel over B copied row-major): AVX-512, 1000 columns: M = 1 from K = 2 (1.15x), M = 2 from 4
+// (1.17x), M = 3 K = 8 1.05x, M = 4 K = 8 0.88x and K = 12 1.34x, M = 8 K = 3 0.31x, K = 12
+// 0.77x, K = 16 0.98x, K = 32 1.44x; AVX2 (one row of A a pass) from about K = M: 8 rows K = 3
+// 0.58x, K = 8 1.00x, 6 rows K = 4 0.80x, 4 rows K = 4 1.29x.
+int64_t dot_min_k_b_rows(int64_t M, Isa isa) {
+  if (isa != Isa::avx512) return M;
+  return M < 4 ? 2 * M : 4 * M;
+}
+
 }  // namespace
 
-DotOver dot_path_for(const GemmProblem& p, bool prepacked_b) {
+DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b) {
   if (prepacked_b || p.K < 1 || p.M < 1 || p.N < 1 || p.dynamic_m || p.dynamic_nk)
     return DotOver::none;
   const int64_t ld_res = p.epi.residual ? p.epi.ld_residual : 0;
   // A's rows against up to kDotMaxCols columns of B (outputs down C's columns, ldc apart).
   if (p.N <= kDotMaxCols && p.a.col_stride == 1 && (p.N == 1 || p.M >= kDotGroup) &&
+      p.K >= dot_min_k(p.M, p.N, isa) &&
       dot_fits(p.M == 1 ? 0 : p.a.row_stride, p.ldc, ld_res, p.K))
     return DotOver::a_rows;
   // Up to kDotMaxRows rows of A against B's rows along K (not B's columns: the stream path's).
   if (p.M <= kDotMaxRows && p.b.row_stride == 1 && (p.N == 1 || p.b.col_stride != 1) &&
+      p.K >= (p.N == 1 ? dot_min_k(p.M, 1, isa) : dot_min_k_b_rows(p.M, isa)) &&
       dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, p.K))
     return DotOver::b_rows;
   return DotOver::none;

@@ -150,8 +150,9 @@ bool stream_can(const GemmProblem& p, bool prepacked_b);
 // the stream path as its transpose row_problem_of_column(p).
 bool column_as_row_fits(const GemmProblem& p);
 GemmProblem row_problem_of_column(const GemmProblem& p);
-// The dot path's operand for p, or DotOver::none where it cannot run p.
-DotOver dot_path_for(const GemmProblem& p, bool prepacked_b);
+// The dot path's operand for p, or DotOver::none where it cannot run p or K is too short for it
+// to pay (dot_path.cpp).
+DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b);
 // Whether direct_k (small C, a long K; k_split.cpp) suits an M x N x K problem on T threads.
 bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T, Isa isa);
 
