@@ -184,16 +184,39 @@ __attribute__((target("avx"), always_inline)) inline void transpose8x8(const flo
   }
 }
 
-// Columns [c0, c1) of a transposed B's rows k0 .. k0 + Kr into dst (rows NR apart), element by
-// element, the loop over the run of Kr floats unrolled. With the run's length a run-time bound (a
-// loop of 1-7 trips per column) the copy took ~3 cycles a float: 2.5 us of the 2.9 us of
-// 8x1000x3 x @ w.T (then 0.75x of OpenBLAS; unrolled 0.89x, 4x4096x4 0.75x -> 0.88x). An 8x8
-// transpose of masked loads for the short runs ran slower still (0.79x, and 23x57x91 x @ w.T,
-// K's last 3 rows, 1.06x -> 0.85x).
+// Columns [c0, c1) of a transposed B's rows k0 .. k0 + Kr into dst (rows NR apart). Runs of at
+// most 4 floats go 8 at a time through 4x4 transposes in both 128-bit halves (runs c to c + 3 in
+// the low half, c + 4 to c + 7 in the high), each read masked to its Kr floats; longer runs, and
+// the last columns, element by element with the loop over the run unrolled. With the run's length
+// a run-time bound (a loop of 1-7 trips per column) the copy took ~3 cycles a float: 2.5 us of the
+// 2.9 us of 8x1000x3 x @ w.T. Per call, one thread: 8x1000x3 2.9 us -> 2.15 us unrolled -> 1.41
+// us with the transposes, 4x4096x4 10.2 us -> 4.7 us. An 8x8 transpose of masked loads for
+// every short run ran slower than the unrolled copy (8x1000x3 0.79x of OpenBLAS against 0.89x,
+// 23x57x91's last 3 rows of K 0.85x against 1.06x).
 template <int Kr>
-void copy_short_runs(const float* base, int64_t cs, int64_t k0, int64_t c0, int64_t c1, int64_t NR,
-                     float* dst) {
-  for (int64_t c = c0; c < c1; ++c) {
+__attribute__((target("avx"))) void copy_short_runs(const float* base, int64_t cs, int64_t k0,
+                                                    int64_t c0, int64_t c1, int64_t NR,
+                                                    float* dst) {
+  int64_t c = c0;
+  if constexpr (Kr <= 4) {
+    const __m128i mask = _mm_setr_epi32(-1, Kr > 1 ? -1 : 0, Kr > 2 ? -1 : 0, Kr > 3 ? -1 : 0);
+    for (; c + 8 <= c1; c += 8) {
+      __m256 r[4];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+        r[i] = _mm256_insertf128_ps(
+            _mm256_castps128_ps256(_mm_maskload_ps(base + (c + i) * cs + k0, mask)),
+            _mm_maskload_ps(base + (c + 4 + i) * cs + k0, mask), 1);
+      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      float* d = dst + k0 * NR + c;
+      _mm256_storeu_ps(d, _mm256_shuffle_ps(t0, t2, 0x44));
+      if constexpr (Kr > 1) _mm256_storeu_ps(d + NR, _mm256_shuffle_ps(t0, t2, 0xee));
+      if constexpr (Kr > 2) _mm256_storeu_ps(d + 2 * NR, _mm256_shuffle_ps(t1, t3, 0x44));
+      if constexpr (Kr > 3) _mm256_storeu_ps(d + 3 * NR, _mm256_shuffle_ps(t1, t3, 0xee));
+    }
+  }
+  for (; c < c1; ++c) {
     const float* s = base + c * cs + k0;
 #pragma GCC unroll 8
     for (int k = 0; k < Kr; ++k) dst[(k0 + k) * NR + c] = s[k];
