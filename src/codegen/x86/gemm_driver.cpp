@@ -343,8 +343,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       !one_tile && p.M >= kDirectRowsWideMinRows && p.N > kDirectRowsWideMaxCols;
   // (direct_rows' run_parts payload has no room for a column scale: such problems take the
   // paths below.)
-  if (!prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_m && !p.dynamic_nk &&
-      !p.epi.col_scale && !wide_and_tall &&
+  if (!prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_nk && !p.epi.col_scale &&
+      !wide_and_tall && !(p.dynamic_m && p.M <= kDynamicDirectMinRows) &&
       p.N <= caches.l2_bytes / rows_b_share / 4 / std::max<int64_t>(1, p.K) &&
       !b_rows_page_apart(p) && direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
     s.plan_direct_rows(p, base, T, caches, /*split_only=*/false);
@@ -404,6 +404,7 @@ void GemmPlan::Impl::run_direct(const GemmProblem& p) const {
 
 bool GemmPlan::Impl::plan_direct_rows(const GemmProblem& p, const KernelDesc& base, int64_t T,
                                       const CacheSizes& caches, bool split_only) {
+  if (p.dynamic_m) return plan_direct_blocks(p, base, T, caches), true;
   // Whole row blocks of the direct kernel's tiling per chunk, one chunk per thread; even chunks
   // where whole blocks leave the busiest over kDirectRowsEvenSplit of an even share (each
   // kernel evens out its own row blocks).
@@ -423,6 +424,26 @@ bool GemmPlan::Impl::plan_direct_rows(const GemmProblem& p, const KernelDesc& ba
         use(direct_desc(base, p, lc ? last_chunk : chunk, p.N, p.K, p.b.row_stride, rows_cap));
   }
   return true;
+}
+
+void GemmPlan::Impl::plan_direct_blocks(const GemmProblem& p, const KernelDesc& base, int64_t T,
+                                        const CacheSizes& caches) {
+  // The tiling a tall C takes (a block of rows_max rows), whatever this call's M.
+  GemmProblem tall = p;
+  tall.M = kDynamicTallRows;
+  const int64_t rows_cap = direct_rows_cap(tall, isa, caches);
+  block_rows = direct_tiling(isa == Isa::avx512, tall.M, p.N, rows_cap).rows_max;
+  const int64_t blocks = ceil_div(p.M, block_rows);
+  const int64_t tasks =
+      p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas ? std::min(T, blocks) : 1;
+  path = Path::direct_rows;
+  chunk = ceil_div(blocks, tasks) * block_rows;
+  nchunks = ceil_div(p.M, chunk);
+  const int64_t tail = p.M % block_rows;
+  if (p.M >= block_rows)
+    direct_rows[0] = use(direct_desc(base, p, block_rows, p.N, p.K, p.b.row_stride, rows_cap));
+  direct_rows[1] =
+      tail ? use(direct_desc(base, p, tail, p.N, p.K, p.b.row_stride, rows_cap)) : direct_rows[0];
 }
 
 namespace {
@@ -451,14 +472,32 @@ void run_direct_rows_chunk(const DirectRowsJob& job, int chunk) noexcept {
 
 }  // namespace
 
+// One chunk of direct_blocks: its rows in blocks of block_rows, the problem's last block (M mod
+// block_rows rows, where there are any) by the tail kernel.
+void run_direct_blocks_chunk(const DirectRowsJob& job, int chunk) noexcept {
+  const GemmPlan::Impl& s = *job.plan;
+  const int64_t r1 = std::min(s.M, (chunk + 1) * s.chunk);
+  for (int64_t r0 = chunk * s.chunk; r0 < r1; r0 += s.block_rows) {
+    const Kernel& k = *s.direct_rows[r0 + s.block_rows > s.M];
+    const KernelDesc& d = k.desc;
+    const KernelArgs args{
+        job.bias, job.residual ? job.residual + r0 * d.ld_res : nullptr, s.K, 0, 0, job.scale};
+    k.fn(&args, job.a + r0 * d.a_rs, job.b, job.c + r0 * d.ldc);
+  }
+}
+
 void GemmPlan::Impl::run_direct_rows(const GemmProblem& p, ThreadPool* pool) const {
   const DirectRowsJob job{this, p.a.data, p.b.data, p.c, p.epi.bias, p.epi.residual, p.epi.scale};
+  const auto run_chunk = block_rows > 0 ? run_direct_blocks_chunk : run_direct_rows_chunk;
   if (pool && nchunks > 1 && nchunks <= pool->num_threads()) {
-    pool->run_parts<DirectRowsJob, run_direct_rows_chunk>(int(nchunks), job);
+    if (block_rows > 0)
+      pool->run_parts<DirectRowsJob, run_direct_blocks_chunk>(int(nchunks), job);
+    else
+      pool->run_parts<DirectRowsJob, run_direct_rows_chunk>(int(nchunks), job);
   } else {
     // No pool, one chunk, or a pool smaller than the plan's threads (its chunks then shared out).
     parallel(pool, nchunks, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) run_direct_rows_chunk(job, int(c));
+      for (int64_t c = begin; c < end; ++c) run_chunk(job, int(c));
     });
   }
 }

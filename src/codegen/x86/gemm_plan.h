@@ -28,6 +28,10 @@ inline constexpr int64_t kSmallVolume = 64 * 64 * 64;
 // 0.86-1.40x (32x64x64 0.86x, 128x32x32 1.06x, 64x32x64 1.19x, 256x16x32 1.40x), 48^3 (6912)
 // 1.07x, 40^3 (4800) 0.86x: a hand-over costs about 0.4-0.7 us.
 inline constexpr int64_t kSmallSplitMinFmas = 12 * 1024;
+// A symbolic M takes direct_rows in blocks (plan_direct_blocks) above this many rows (at most it,
+// the GEMV-like paths' kernels per M); its tiling is the one of a C this tall.
+inline constexpr int64_t kDynamicDirectMinRows = 8;
+inline constexpr int64_t kDynamicTallRows = int64_t{1} << 20;
 
 // Floats in one vector register of `isa` (zmm: 16, ymm: 8).
 inline constexpr int64_t isa_lanes(Isa isa) { return isa == Isa::avx512 ? 16 : 8; }
@@ -48,8 +52,11 @@ struct GemmPlan::Impl {
   // The direct kernel's arguments for a call without bias, residual or scale.
   KernelArgs bare_args{nullptr, nullptr, 0, 0, 0, 1.0f};
   bool copy_b = false;  // B's columns are not unit-stride: copy B row-major first
-  // direct_rows: M in chunks of `chunk` rows (one per thread), kernels by [last chunk]
+  // direct_rows: M in chunks of `chunk` rows (one per thread), kernels by [last chunk]. With M
+  // symbolic (plan_direct_blocks), block_rows > 0: each chunk in blocks of block_rows rows, kernels
+  // by [the problem's last block, M mod block_rows rows where there are any].
   const Kernel* direct_rows[2] = {};
+  int64_t block_rows = 0;
   // direct_k: blk.tk tasks over runs of blk.npc K blocks of blk.KC (the last last_kb), all
   // of C each; kernels by [target: C, partial buffer][first block of a task][last K block].
   int64_t last_kb = 0;
@@ -116,6 +123,11 @@ struct GemmPlan::Impl {
   // where M makes two chunks or more (false, nothing planned, where it does not).
   bool plan_direct_rows(const GemmProblem& p, const KernelDesc& base, int64_t T,
                         const CacheSizes& caches, bool split_only);
+  // direct_rows for a symbolic M: kernels over a fixed number of rows (a block of the tiling a
+  // tall C takes) and one for the last block's rows (at most block_rows - 1 of them over every
+  // M), so the kernels do not depend on M.
+  void plan_direct_blocks(const GemmProblem& p, const KernelDesc& base, int64_t T,
+                          const CacheSizes& caches);
   // Plans the stream path for a GEMV p; base: p's epilogue (bias_bcast: one bias value).
   void plan_stream(const GemmProblem& p, const KernelDesc& base, int64_t T);
   // Plans the dot path (dot_path.cpp) for dot_path_for(p) != DotOver::none.
