@@ -246,7 +246,7 @@ bool GemmPlan::prepacked_b_pays() const {
   const bool pairs = s.dot_pair[1] != nullptr;
   // A direct kernel over a B without unit column stride copies it row-major on every call.
   return (s.path == Path::packed && s.blk.tk == 1) || s.path == Path::skinny ||
-         (s.path == Path::direct && s.copy_b) ||
+         ((s.path == Path::direct || s.path == Path::direct_rows) && s.copy_b) ||
          (s.path == Path::dot && s.dot_over == DotOver::b_rows && s.M > 1 &&
           s.N >= (pairs ? kDotPairsPackedMinCols : kDotPackedMinCols) &&
           (!pairs || s.M >= kDotPairsPackedMinRows));
@@ -307,7 +307,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
     // On two threads or more, from kSmallSplitMinFmas: direct_rows in chunks of rows, one per
     // thread, handed over by ThreadPool::run_parts (where M makes two chunks).
-    if (T > 1 && p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas && b_unit &&
+    if (T > 1 && p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas &&
         p.a.col_stride == 1 && !p.epi.col_scale &&
         s.plan_direct_rows(p, base, T, caches, /*split_only=*/true))
       return std::make_shared<GemmPlan>(std::move(impl));
@@ -343,10 +343,13 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       !one_tile && p.M >= kDirectRowsWideMinRows && p.N > kDirectRowsWideMaxCols;
   // (direct_rows' run_parts payload has no room for a column scale: such problems take the
   // paths below.)
-  if (!prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_nk && !p.epi.col_scale &&
-      !wide_and_tall && !(p.dynamic_m && p.M <= kDynamicDirectMinRows) &&
+  // A B whose columns are not unit-stride (x @ w.T) is copied row-major on each call, as the
+  // direct path does (the packed path packs it too, and A besides).
+  if (!prepacked_b && p.a.col_stride == 1 && !p.dynamic_nk && !p.epi.col_scale && !wide_and_tall &&
+      !(p.dynamic_m && p.M <= kDynamicDirectMinRows) &&
       p.N <= caches.l2_bytes / rows_b_share / 4 / std::max<int64_t>(1, p.K) &&
-      !b_rows_page_apart(p) && direct_disp_fits(p, p.M, p.N, p.b.row_stride)) {
+      !(b_unit && b_rows_page_apart(p)) &&
+      direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
     s.plan_direct_rows(p, base, T, caches, /*split_only=*/false);
     return std::make_shared<GemmPlan>(std::move(impl));
   }
@@ -413,6 +416,9 @@ bool GemmPlan::Impl::plan_direct_rows(const GemmProblem& p, const KernelDesc& ba
   const int64_t blocks = ceil_div(p.M, rows_max), tasks = std::min(T, blocks);
   if (split_only && tasks < 2) return false;
   path = Path::direct_rows;
+  copy_b = p.b.col_stride != 1;
+  b_row_stride = p.b.row_stride, b_col_stride = p.b.col_stride;
+  const int64_t b_rs = copy_b ? p.N : p.b.row_stride;
   chunk = ceil_div(blocks, tasks) * rows_max;
   if (double(chunk) > kDirectRowsEvenSplit * double(p.M) / double(tasks))
     chunk = ceil_div(p.M, tasks);
@@ -420,8 +426,7 @@ bool GemmPlan::Impl::plan_direct_rows(const GemmProblem& p, const KernelDesc& ba
   const int64_t last_chunk = p.M - (nchunks - 1) * chunk;
   for (int lc = 0; lc < 2; ++lc) {
     if (lc == 0 && nchunks == 1) continue;
-    direct_rows[lc] =
-        use(direct_desc(base, p, lc ? last_chunk : chunk, p.N, p.K, p.b.row_stride, rows_cap));
+    direct_rows[lc] = use(direct_desc(base, p, lc ? last_chunk : chunk, p.N, p.K, b_rs, rows_cap));
   }
   return true;
 }
@@ -437,13 +442,16 @@ void GemmPlan::Impl::plan_direct_blocks(const GemmProblem& p, const KernelDesc& 
   const int64_t tasks =
       p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas ? std::min(T, blocks) : 1;
   path = Path::direct_rows;
+  copy_b = p.b.col_stride != 1;
+  b_row_stride = p.b.row_stride, b_col_stride = p.b.col_stride;
+  const int64_t b_rs = copy_b ? p.N : p.b.row_stride;
   chunk = ceil_div(blocks, tasks) * block_rows;
   nchunks = ceil_div(p.M, chunk);
   const int64_t tail = p.M % block_rows;
   if (p.M >= block_rows)
-    direct_rows[0] = use(direct_desc(base, p, block_rows, p.N, p.K, p.b.row_stride, rows_cap));
+    direct_rows[0] = use(direct_desc(base, p, block_rows, p.N, p.K, b_rs, rows_cap));
   direct_rows[1] =
-      tail ? use(direct_desc(base, p, tail, p.N, p.K, p.b.row_stride, rows_cap)) : direct_rows[0];
+      tail ? use(direct_desc(base, p, tail, p.N, p.K, b_rs, rows_cap)) : direct_rows[0];
 }
 
 namespace {
@@ -460,6 +468,17 @@ struct DirectRowsJob {
   float scale;
 };
 
+// B as a chunk reads it: with copy_b, copied row-major into this thread's scratch. Each thread
+// copies its own: one copy by the calling thread, read by the others, cost more in moving its
+// lines between cores than the copy (64x64x64 x @ w.T 8.0 us a call, against 3.4 us on one
+// thread before and 2.1 us with B row-major).
+const float* chunk_b(const GemmPlan::Impl& s, const float* b) {
+  if (!s.copy_b) return b;
+  float* copy = thread_scratch(ScratchSlot::b_copy, size_t(s.K * s.N));
+  copy_b_rowmajor(MatrixRef{b, s.b_row_stride, s.b_col_stride}, s.K, s.N, copy);
+  return copy;
+}
+
 void run_direct_rows_chunk(const DirectRowsJob& job, int chunk) noexcept {
   const GemmPlan::Impl& s = *job.plan;
   const Kernel& k = *s.direct_rows[chunk == s.nchunks - 1];
@@ -467,24 +486,25 @@ void run_direct_rows_chunk(const DirectRowsJob& job, int chunk) noexcept {
   const int64_t r0 = chunk * s.chunk;
   const KernelArgs args{job.bias, job.residual ? job.residual + r0 * d.ld_res : nullptr, s.K, 0, 0,
                         job.scale};
-  k.fn(&args, job.a + r0 * d.a_rs, job.b, job.c + r0 * d.ldc);
+  k.fn(&args, job.a + r0 * d.a_rs, chunk_b(s, job.b), job.c + r0 * d.ldc);
 }
-
-}  // namespace
 
 // One chunk of direct_blocks: its rows in blocks of block_rows, the problem's last block (M mod
 // block_rows rows, where there are any) by the tail kernel.
 void run_direct_blocks_chunk(const DirectRowsJob& job, int chunk) noexcept {
   const GemmPlan::Impl& s = *job.plan;
+  const float* b = chunk_b(s, job.b);
   const int64_t r1 = std::min(s.M, (chunk + 1) * s.chunk);
   for (int64_t r0 = chunk * s.chunk; r0 < r1; r0 += s.block_rows) {
     const Kernel& k = *s.direct_rows[r0 + s.block_rows > s.M];
     const KernelDesc& d = k.desc;
     const KernelArgs args{
         job.bias, job.residual ? job.residual + r0 * d.ld_res : nullptr, s.K, 0, 0, job.scale};
-    k.fn(&args, job.a + r0 * d.a_rs, job.b, job.c + r0 * d.ldc);
+    k.fn(&args, job.a + r0 * d.a_rs, b, job.c + r0 * d.ldc);
   }
 }
+
+}  // namespace
 
 void GemmPlan::Impl::run_direct_rows(const GemmProblem& p, ThreadPool* pool) const {
   const DirectRowsJob job{this, p.a.data, p.b.data, p.c, p.epi.bias, p.epi.residual, p.epi.scale};

@@ -52,6 +52,7 @@ struct GemmPlan::Impl {
   // The direct kernel's arguments for a call without bias, residual or scale.
   KernelArgs bare_args{nullptr, nullptr, 0, 0, 0, 1.0f};
   bool copy_b = false;  // B's columns are not unit-stride: copy B row-major first
+  int64_t b_row_stride = 0, b_col_stride = 0;  // direct_rows with copy_b: B's, to copy it
   // direct_rows: M in chunks of `chunk` rows (one per thread), kernels by [last chunk]. With M
   // symbolic (plan_direct_blocks), block_rows > 0: each chunk in blocks of block_rows rows, kernels
   // by [the problem's last block, M mod block_rows rows where there are any].
