@@ -416,9 +416,7 @@ bool GemmPlan::Impl::plan_direct_rows(const GemmProblem& p, const KernelDesc& ba
   const int64_t blocks = ceil_div(p.M, rows_max), tasks = std::min(T, blocks);
   if (split_only && tasks < 2) return false;
   path = Path::direct_rows;
-  copy_b = p.b.col_stride != 1;
-  b_row_stride = p.b.row_stride, b_col_stride = p.b.col_stride;
-  const int64_t b_rs = copy_b ? p.N : p.b.row_stride;
+  const int64_t b_rs = plan_direct_rows_b(p);
   chunk = ceil_div(blocks, tasks) * rows_max;
   if (double(chunk) > kDirectRowsEvenSplit * double(p.M) / double(tasks))
     chunk = ceil_div(p.M, tasks);
@@ -429,6 +427,12 @@ bool GemmPlan::Impl::plan_direct_rows(const GemmProblem& p, const KernelDesc& ba
     direct_rows[lc] = use(direct_desc(base, p, lc ? last_chunk : chunk, p.N, p.K, b_rs, rows_cap));
   }
   return true;
+}
+
+int64_t GemmPlan::Impl::plan_direct_rows_b(const GemmProblem& p) {
+  copy_b = p.b.col_stride != 1;
+  b_row_stride = p.b.row_stride, b_col_stride = p.b.col_stride;
+  return copy_b ? p.N : p.b.row_stride;
 }
 
 void GemmPlan::Impl::plan_direct_blocks(const GemmProblem& p, const KernelDesc& base, int64_t T,
@@ -442,9 +446,7 @@ void GemmPlan::Impl::plan_direct_blocks(const GemmProblem& p, const KernelDesc& 
   const int64_t tasks =
       p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas ? std::min(T, blocks) : 1;
   path = Path::direct_rows;
-  copy_b = p.b.col_stride != 1;
-  b_row_stride = p.b.row_stride, b_col_stride = p.b.col_stride;
-  const int64_t b_rs = copy_b ? p.N : p.b.row_stride;
+  const int64_t b_rs = plan_direct_rows_b(p);
   chunk = ceil_div(blocks, tasks) * block_rows;
   nchunks = ceil_div(p.M, chunk);
   const int64_t tail = p.M % block_rows;

@@ -29,8 +29,9 @@ inline constexpr int64_t kSmallVolume = 64 * 64 * 64;
 // 1.07x, 40^3 (4800) 0.86x: a hand-over costs about 0.4-0.7 us.
 inline constexpr int64_t kSmallSplitMinFmas = 12 * 1024;
 // A symbolic M takes direct_rows in blocks (plan_direct_blocks) above this many rows (at most it,
-// the GEMV-like paths' kernels per M); its tiling is the one of a C this tall.
+// the GEMV-like paths, whose kernels are specialized per M).
 inline constexpr int64_t kDynamicDirectMinRows = 8;
+// The blocks' kernels are those of the tiling of a C this tall, whatever a call's M.
 inline constexpr int64_t kDynamicTallRows = int64_t{1} << 20;
 
 // Floats in one vector register of `isa` (zmm: 16, ymm: 8).
@@ -129,6 +130,8 @@ struct GemmPlan::Impl {
   // M), so the kernels do not depend on M.
   void plan_direct_blocks(const GemmProblem& p, const KernelDesc& base, int64_t T,
                           const CacheSizes& caches);
+  // For both: copy_b and B's strides from p; returns the row stride the kernels read B at.
+  int64_t plan_direct_rows_b(const GemmProblem& p);
   // Plans the stream path for a GEMV p; base: p's epilogue (bias_bcast: one bias value).
   void plan_stream(const GemmProblem& p, const KernelDesc& base, int64_t T);
   // Plans the dot path (dot_path.cpp) for dot_path_for(p) != DotOver::none.

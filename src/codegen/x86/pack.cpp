@@ -160,11 +160,13 @@ void pack_b_rows(const MatrixRef& b, int64_t k0, int64_t k1, int64_t j0, int64_t
 // 1.9 us).
 __attribute__((target("avx"), always_inline)) inline void transpose8x8(const float* src, int64_t ss,
                                                                        float* dst, int64_t ds) {
+  // t: pairs of rows interleaved; u[i] (i < 4): rows 0-3 of columns i and i + 4, in each 128-bit
+  // half; u[4 + i]: the same of rows 4-7.
   __m256 r[8], t[8], u[8];
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ss);
-    // t: pairs of rows interleaved; u[i] (i < 4): rows 0-3 of columns i and i + 4, in each 128-bit
-    // half; u[4 + i]: the same of rows 4-7.
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm256_loadu_ps(src + i * ss);
+  }
 #pragma GCC unroll 4
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
@@ -240,9 +242,9 @@ void copy_short_runs(int64_t Kr, const float* base, int64_t cs, int64_t k0, int6
 
 // A panel of a transposed B (x @ w.T: column c of B is the run base[c * cs ..] along K), nr <= NR
 // columns, into dst[K][NR] (NR: the row stride of dst, which may be all of B's N): 8 columns x 8
-// rows at a time through an 8x8 transpose, the rest by copy_short_runs (columns nr..NR-1 are
-// zeroed by the caller). Element by element it ran at about 1 float/ns on the Zen 3 (128x4096x1024
-// with B transposed: 0.69x OpenBLAS).
+// rows at a time through an 8x8 transpose, K's last rows (under 8) by copy_short_runs, the last
+// columns (under 8) down their runs (columns nr..NR-1 are zeroed by the caller). Element by element
+// it ran at about 1 float/ns on the Zen 3 (128x4096x1024 with B transposed: 0.69x OpenBLAS).
 __attribute__((target("avx"))) void pack_b_panel_transposed(const float* base, int64_t cs,
                                                             int64_t K, int64_t nr, int64_t NR,
                                                             float* dst) {
