@@ -56,9 +56,10 @@ struct GemmProblem {
   int64_t ldc = 0;
   GemmEpilogue epi;
   // Extents that change from call to call (symbolic dims): only paths whose kernels do not depend
-  // on them are taken (register-blocked MR x NR kernels, edge kernels by remainder), so the set of
-  // generated kernels stays bounded. A dynamic M of at most 8 keeps the GEMV-like path (its
-  // kernels are specialized per M, at most 8 of them per N and K).
+  // on them are taken (register-blocked MR x NR kernels, edge kernels by remainder; for M, direct
+  // kernels over fixed blocks of rows and one per remainder), so the set of generated kernels
+  // stays bounded. A dynamic M of at most 8 keeps the GEMV-like path (its kernels are specialized
+  // per M, at most 8 of them per N and K).
   bool dynamic_m = false;
   bool dynamic_nk = false;
 };
