@@ -661,6 +661,41 @@ TEST_CASE("a constant weight is packed once where that pays, different weights s
   }
 }
 
+TEST_CASE("with a batch of any size, a small constant weight is read in place, a large one packed",
+          "[x86][backend]") {
+  // x86_backend.cpp: with M symbolic (dynamic="auto" after a second batch size), the plan at the
+  // listing's extent decides. A weight within the direct kernels' share of L2 is read in place
+  // by their blocks (gemm_driver.cpp, plan_direct_blocks); packed once, every call took the
+  // packed path, which packs A (100000x3 @ a constant 3x3: 114 against 59 us a call). A large
+  // one is still packed once.
+  struct Case {
+    int64_t k, n;
+    bool packed;
+  };
+  for (const Case& c : {Case{3, 3, false}, Case{64, 48, false}, Case{1024, 1024, true}}) {
+    auto w = random_values(c.k * c.n, 12);
+    const int64_t k = c.k, n = c.n;
+    kiln::Function f = kiln::jit([&](kiln::Tensor x) {
+      return kiln::matmul(x, kiln::constant(w.data(), {n, k}, kiln::f32).T());
+    });
+    for (int64_t m : {300, 301, 1000, 5}) {
+      auto x = random_values(m * c.k, uint32_t(13 + m));
+      std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {m, c.k}, kiln::f32)};
+      const kiln::x86::GemmStats before = kiln::x86::stats();
+      auto out = f(args);
+      const kiln::x86::GemmStats after = kiln::x86::stats();
+      INFO("m " << m << " k " << c.k << " n " << c.n);
+      REQUIRE(kernels_on(f, "x86") == f.stats().variants);  // one x86 kernel per variant
+      check_matmul(out[0], x, w, m, c.k, c.n, true, false);
+      if (m == 1000) {                   // M symbolic by now
+        CHECK(f.stats().variants == 2);  // 300 exact, then one for every M from 301 on
+        CHECK(after.prepacked_calls - before.prepacked_calls == (c.packed ? 1 : 0));
+        if (!c.packed) CHECK(after.direct_calls - before.direct_calls == 1);
+      }
+    }
+  }
+}
+
 TEST_CASE("a constant weight read in place on one pool size is packed once on another",
           "[x86][backend]") {
   namespace x86 = kiln::x86;

@@ -675,12 +675,19 @@ class X86Backend : public Backend {
       in_place = x86::GemmPlan::make(lp, x86::selected_isa(), k->fixed_threads, false);
     }
     // A constant weight shared by every batch is packed once, now, unless the fixed plan reads it
-    // faster in place (GemmPlan::prepacked_b_pays).
+    // faster in place (GemmPlan::prepacked_b_pays). With M symbolic, the plan at the listing's
+    // extent stands for the calls: a B small enough for the direct kernels' blocks
+    // (plan_direct_blocks) is read in place (packed, it sent every call to the packed path, which
+    // packs A: 100000x3 @ a constant 3x3, 114 us a call against 49 us with M exact).
     const Node& bleaf = *g.leaves[p.b.leaf];
     bool b_broadcast = true;
     for (size_t d = 0; d < nb; ++d) b_broadcast = b_broadcast && p.b.dim[d] < 0;
+    std::shared_ptr<const x86::GemmPlan> pays_probe = in_place;
+    if (!fixed && nb == 0 && k->dynamic_m && !k->dynamic_nk && bleaf.op == Op::Constant)
+      pays_probe =
+          x86::GemmPlan::make(lp, x86::selected_isa(), ThreadPool::global().num_threads(), false);
     if (bleaf.op == Op::Constant && nb == 0 && b_broadcast && !k->dynamic_nk &&
-        (!in_place || in_place->prepacked_b_pays())) {
+        (!pays_probe || pays_probe->prepacked_b_pays())) {
       const Resolved& b = k->b_fixed;
       const float* data = reinterpret_cast<const float*>(bleaf.attrs.data->bytes.data()) + b.offset;
       k->packed =
