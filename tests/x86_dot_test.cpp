@@ -183,6 +183,51 @@ TEST_CASE("x86 gemm: x @ W.T over several L2 blocks and chunks", "[x86][gemm][do
   }
 }
 
+TEST_CASE("x86 gemm: with several passes over X, the dot path blocks X in L1 where 8 rows fit",
+          "[x86][gemm][dot]") {
+  // dot_path.cpp (plan_dot): a 48 KiB L1 and 1 MiB L2. The rows of X a kernel walks (its
+  // name's N) per block: 8 rows of X in half of L1 at K = 554 (2216 bytes a row), the rest of
+  // them in the last block's kernel; at K = 1000 8 rows do not fit, so blocks of half of L2 (all
+  // 45 rows); one pass (two vectors on AVX-512) needs no block.
+  const CacheSizes caches{1024 * 1024, 12, 4096};
+  auto block_rows = [&](Shape s, Layout lb, Isa isa) {
+    Case c(s, Layout::row_major, lb, EpiKind{}, 4450);
+    std::vector<std::string> names;
+    for (const KernelInfo& k : GemmPlan::make(c.problem(), isa, 1, false, caches)->kernels())
+      names.push_back(k.name.substr(0, k.name.find('K')));
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+  };
+  using Names = std::vector<std::string>;
+  // A @ B with 4 columns of B (two passes of two) and 3 (two passes, the last of one).
+  CHECK(block_rows({45, 4, 554}, Layout::row_major, Isa::avx512) ==
+        Names{"dot_avx512_N5", "dot_avx512_N8"});
+  CHECK(block_rows({45, 3, 554}, Layout::row_major, Isa::avx512) ==
+        Names{"dot_avx512_N5", "dot_avx512_N8"});
+  CHECK(block_rows({45, 4, 1000}, Layout::row_major, Isa::avx512) == Names{"dot_avx512_N45"});
+  CHECK(block_rows({45, 2, 554}, Layout::row_major, Isa::avx512) == Names{"dot_avx512_N45"});
+  CHECK(block_rows({45, 2, 554}, Layout::row_major, Isa::avx2) ==
+        Names{"dot_avx2_N5", "dot_avx2_N8"});
+  // x @ W.T: 4 rows of A over 100 rows of W.
+  CHECK(block_rows({4, 100, 554}, Layout::transposed, Isa::avx512) ==
+        Names{"dot_avx512_N4", "dot_avx512_N8"});
+  CHECK(block_rows({2, 100, 554}, Layout::transposed, Isa::avx512) == Names{"dot_avx512_N100"});
+  // Each against the reference on the ISAs this CPU runs.
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (Shape s : std::vector<Shape>{{45, 4, 554}, {45, 3, 554}, {4, 100, 554}, {3, 21, 300}}) {
+      const bool xwt = s.N > 4;
+      Case c(s, variant % 2 ? Layout::padded : Layout::row_major,
+             xwt ? Layout::transposed : Layout::row_major, kEpilogueCycle[variant % 4],
+             uint32_t(4460 + variant));
+      INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K);
+      CHECK(worst_on_every_pool(*GemmPlan::make(c.problem(), isa, 2, false, caches), c) <= 1.0);
+      ++variant;
+    }
+  }
+}
+
 TEST_CASE("x86 gemm: a one-column C on the dot and stream paths matches the reference",
           "[x86][gemm][dot]") {
   // A @ b: A's rows along K (forward, padded, reversed); b contiguous or strided (copied).

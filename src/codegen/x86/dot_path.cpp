@@ -104,17 +104,6 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   dot_over = over;
   const int64_t nout = over == DotOver::a_rows ? p.M : p.N;
   const int64_t vrows = over == DotOver::a_rows ? p.N : p.M;
-  const int64_t tasks = std::clamp<int64_t>(nout * p.K / kDotMinTaskElems, 1, std::max(1, threads));
-  chunk = round_up(ceil_div(nout, tasks), kDotGroup);
-  // Several vectors: blocks of X in half of L2.
-  dot_block = chunk;
-  if (vrows > 1) {
-    const int64_t fit = caches.l2_bytes / 2 / (p.K * 4) / kDotGroup * kDotGroup;
-    dot_block = std::min(chunk, std::max(kDotGroup, fit));
-    chunk = round_up(chunk, dot_block);
-  }
-  nchunks = ceil_div(nout, chunk);
-  const int64_t nblocks = ceil_div(nout, dot_block);
   KernelDesc d = base;
   d.kind = KernelKind::dot;
   d.rows = 1;
@@ -137,6 +126,25 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
       (over == DotOver::b_rows
            ? dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, p.K + mag(a_rs))
            : dot_fits(nout == 1 ? 0 : p.a.row_stride, d.ldc, d.ld_res, p.K + mag(a_rs)));
+  const int64_t passes = pairs ? ceil_div(vrows, 2) : vrows;
+  const int64_t tasks = std::clamp<int64_t>(nout * p.K / kDotMinTaskElems, 1, std::max(1, threads));
+  chunk = round_up(ceil_div(nout, tasks), kDotGroup);
+  // Several passes: X walked in blocks that stay in a cache while every pass reads them, so X
+  // comes from memory (or L2) once. In L1 where a group of its rows fits in half of it, else in
+  // half of L2. L1 blocks against L2 ones (paired plans, 2 threads, Intel Xeon), AVX-512 / AVX2:
+  // 45x4x554 1.22x / 1.37x, 1000x4x300 1.23x / 1.37x, 8192x4x256 1.16x / 1.28x, 300x3x300 1.23x
+  // / 1.27x, x @ W.T 8x2000x300 2.33x / 2.70x, 8x20000x64 1.33x / 1.59x, 3x1024x200 1.23x /
+  // 1.25x, 4x4096x256 1.04x / 1.20x; one pass (AVX-512 2048x2x512) 0.92x, so not there.
+  dot_block = chunk;
+  if (passes > 1) {
+    const int64_t row_bytes = p.K * 4;
+    const int64_t l1_rows = caches.l1d_ways * caches.l1d_way_bytes / 2 / row_bytes;
+    const int64_t fit = l1_rows >= kDotGroup ? l1_rows : caches.l2_bytes / 2 / row_bytes;
+    dot_block = std::min(chunk, std::max(kDotGroup, fit / kDotGroup * kDotGroup));
+    chunk = round_up(chunk, dot_block);
+  }
+  nchunks = ceil_div(nout, chunk);
+  const int64_t nblocks = ceil_div(nout, dot_block);
   for (int last = 0; last < 2; ++last) {
     if (!last && nblocks == 1) continue;
     d.cols = last ? nout - (nblocks - 1) * dot_block : dot_block;
@@ -154,20 +162,24 @@ void GemmPlan::Impl::run_dot(const GemmProblem& p, ThreadPool* pool) const {
   const bool over_a = dot_over == DotOver::a_rows;
   // v: A's rows (b_rows) or B's columns (a_rows), unit stride along K (copied where not).
   const int64_t vrows = over_a ? N : M;
-  const float* v = over_a ? p.b.data : p.a.data;
+  const float* v0 = over_a ? p.b.data : p.a.data;
   const int64_t v_cs = over_a ? p.b.row_stride : p.a.col_stride;
-  int64_t v_rs = over_a ? p.b.col_stride : p.a.row_stride;
-  if (v_cs != 1) {
-    float* copy = thread_scratch(ScratchSlot::a_block, size_t(vrows * K));
-    for (int64_t i = 0; i < vrows; ++i)
-      for (int64_t k = 0; k < K; ++k) copy[i * K + k] = v[i * v_rs + k * v_cs];
-    v = copy;
-    v_rs = K;
-  }
+  const int64_t v_rs0 = over_a ? p.b.col_stride : p.a.row_stride;
   const float* x = over_a ? p.a.data : p.b.data;
   const int64_t x_rs = over_a ? p.a.row_stride : p.b.col_stride;
   const int64_t nout = over_a ? M : N, nblocks = ceil_div(nout, dot_block);
+  // Each thread copies v for itself where it copies it (as chunk_b does B for direct_rows): one
+  // copy by the calling thread, read by the other, made the next call's copy wait for its lines
+  // to come back (48x4x1024 on 2 threads: 9.6 us a call, 5.0 us with a copy on each thread).
   parallel(pool, nchunks, [&](int64_t begin, int64_t end) {
+    const float* v = v0;
+    int64_t v_rs = v_rs0;
+    if (v_cs != 1) {
+      float* copy = thread_scratch(ScratchSlot::a_block, size_t(vrows * K));
+      copy_b_rowmajor(MatrixRef{v, v_rs, v_cs}, vrows, K, copy);
+      v = copy;
+      v_rs = K;
+    }
     for (int64_t c = begin; c < end; ++c) {
       for (int64_t j0 = c * chunk; j0 < std::min(nout, (c + 1) * chunk); j0 += dot_block) {
         const int last = j0 / dot_block == nblocks - 1;
