@@ -192,13 +192,6 @@ int64_t direct_rows_cap(const GemmProblem& p, Isa isa, const CacheSizes& caches)
   return 0;
 }
 
-void parallel(ThreadPool* pool, int64_t n, const ThreadPool::RangeFn& fn) {
-  if (pool && n > 1)
-    pool->parallel_for(n, 1, fn);
-  else
-    fn(0, n);
-}
-
 // A 16^3 GEMM takes ~50 ns; a further call, frame and path switch were ~10% of it.
 [[gnu::always_inline]] inline bool GemmPlan::Impl::direct_fits(const GemmProblem& p) const {
   return path == Path::direct && !copy_b && p.M == M && p.N == N && p.K == K;
