@@ -1,7 +1,7 @@
 // The dot path: GEMV-like problems whose large operand is read along its rows, each output one dot
 // product over K (dot_kernel.cpp). Two layouts reach it:
 //   DotOver::b_rows: x @ W.T with W [N, K] row-major (B's element (k, j) at j * col_stride + k),
-//   the layout of a linear layer's weight; up to kDotMaxRows rows of A.
+//   the layout of a linear layer's weight; up to 8 rows of A (16 on AVX-512, dot_max_rows).
 //   DotOver::a_rows: A @ B with up to kDotMaxCols columns of B and A's rows unit-stride along K
 //   (B's columns, copied contiguous where they are not, are the vectors).
 // Both packed B (or A) on every call before (the BLIS path), and ran at 2-3 GB/s on the Zen 3
@@ -18,7 +18,16 @@ namespace kiln::x86 {
 
 namespace {
 
-constexpr int64_t kDotMaxRows = 8;  // rows of A (DotOver::b_rows)
+// Rows of A (DotOver::b_rows). On AVX-512, x @ W.T takes up to 16 rows (two a pass, dot_pair),
+// from K = 8 M past 8 rows (dot_min_k_b_rows), where the other paths copy or pack B on every
+// call: paired plans on 2 threads against the direct and packed paths (Intel Xeon, M 9 / 12 /
+// 16, N 16-1000, K 64-1024, 126 shapes): the 105 from that K 0.87-4.0x, median 1.8x (9x21x211
+// 1.76x, 12x21x300 2.03x, 9x1000x211 2.02x, 16x1000x1024 1.71x; lowest 16x16x211 0.87x, 16x64x211
+// 0.90x, 16x16x128 0.91x); at K = 64 0.66-1.29x. Past 16 rows the packed path wins as often as
+// not (32x64x300 0.64x, 32x1000x128 0.91x, 24x256x300 1.61x). AVX2 (one row a pass) at 9-16
+// rows: 0.60-1.77x (16x64x211 0.60x, 12x16x1024 0.78x), so 8 there. One column (N = 1) keeps 8.
+constexpr int64_t kDotMaxRows = 8;
+constexpr int64_t kDotMaxRowsPairs = 16;
 // Columns of B (DotOver::a_rows). Against the direct, direct_rows and packed paths (Zen 3, kiln /
 // OpenBLAS in separate processes, 2 threads): 2-4 columns 1.08-3.5x (4096x2x4096 1.79x -> 2.76x,
 // 2048x2x512 1.53x -> 3.59x, 300x2x300 1.50x -> 5.21x, 2048x3x2048 1.48x -> 3.21x, 300x4x300
@@ -76,7 +85,10 @@ int64_t dot_min_k(int64_t M, int64_t N, Isa isa) {
 // 0.58x, K = 8 1.00x, 6 rows K = 4 0.80x, 4 rows K = 4 1.29x.
 int64_t dot_min_k_b_rows(int64_t M, Isa isa) {
   if (isa != Isa::avx512) return M;
-  return M < 4 ? 2 * M : 4 * M;
+  return M < 4 ? 2 * M : M <= kDotMaxRows ? 4 * M : 8 * M;
+}
+int64_t dot_max_rows(int64_t N, Isa isa) {
+  return isa == Isa::avx512 && N > 1 ? kDotMaxRowsPairs : kDotMaxRows;
 }
 
 }  // namespace
@@ -90,8 +102,8 @@ DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b) {
       p.K >= dot_min_k(p.M, p.N, isa) &&
       dot_fits(p.M == 1 ? 0 : p.a.row_stride, p.ldc, ld_res, p.K))
     return DotOver::a_rows;
-  // Up to kDotMaxRows rows of A against B's rows along K (not B's columns: the stream path's).
-  if (p.M <= kDotMaxRows && p.b.row_stride == 1 && (p.N == 1 || p.b.col_stride != 1) &&
+  // Up to dot_max_rows rows of A against B's rows along K (not B's columns: the stream path's).
+  if (p.M <= dot_max_rows(p.N, isa) && p.b.row_stride == 1 && (p.N == 1 || p.b.col_stride != 1) &&
       p.K >= (p.N == 1 ? dot_min_k(p.M, 1, isa) : dot_min_k_b_rows(p.M, isa)) &&
       dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, p.K))
     return DotOver::b_rows;

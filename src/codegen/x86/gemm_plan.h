@@ -40,8 +40,8 @@ inline constexpr int64_t isa_lanes(Isa isa) { return isa == Isa::avx512 ? 16 : 8
 
 enum class Path : uint8_t { empty, direct, direct_rows, direct_k, skinny, stream, dot, packed };
 
-// Which operand a dot plan (dot_path.cpp) reads along its rows: B's (x @ W.T: up to kDotMaxRows
-// rows of A, B's rows unit-stride along K) or A's (one column of C).
+// Which operand a dot plan (dot_path.cpp) reads along its rows: B's (x @ W.T: up to 8 or 16
+// rows of A, B's rows unit-stride along K) or A's (1-4 columns of C).
 enum class DotOver : uint8_t { none, b_rows, a_rows };
 
 struct GemmPlan::Impl {
