@@ -531,6 +531,8 @@ const char* path_name(Path p) {
       return "dot";
     case Path::packed:
       return "packed";
+    case Path::edge_split:
+      return "edge_split";
   }
   return "?";
 }
@@ -591,6 +593,9 @@ PlanInfo describe(const GemmPlan& plan) {
       if (s.nchunks > 1) tag("chunks>1");
       if (s.dot[0] || s.dot_pair[0]) tag("blocks>1");
       d << " chunk=" << s.chunk << " nchunks=" << s.nchunks << " dot_block=" << s.dot_block;
+      break;
+    case Path::edge_split:
+      tag(impl_of(*s.split_edge).dot[0] ? "edge_blocks>1" : "edge_one_block");
       break;
     case Path::packed: {
       const PackedBlocking& b = s.blk;

@@ -130,17 +130,19 @@ std::string listing_of(const GemmPlan& plan);
 
 // Counters for tests and kiln's stats().
 struct GemmStats {
-  int64_t calls = 0;            // gemm / gemm_prepacked / each gemm_batched
-  int64_t direct_calls = 0;     // unpacked, fully specialized kernels (small shapes; also A and
-                                // B with unit column stride and B in a fifth of L2 (AVX-512: a
-                                // tenth), split over M: direct_rows in gemm_driver.cpp; or a
-                                // small C and a long K, split over K: direct_k in k_split.cpp)
-  int64_t skinny_calls = 0;     // 2 <= M <= 16 (AVX-512: 32), unpacked, split over N
-  int64_t stream_calls = 0;     // M = 1 (GEMV): B streamed row by row, split over N or K
-  int64_t dot_calls = 0;        // GEMV-like along rows: x @ W.T (M <= 8, B's rows along K) or
-                                // A @ column (N = 1): one dot product per output
-  int64_t packed_calls = 0;     // BLIS path
-  int64_t prepacked_calls = 0;  // of packed_calls: B from a PackedB (a constant weight)
+  int64_t calls = 0;             // gemm / gemm_prepacked / each gemm_batched
+  int64_t direct_calls = 0;      // unpacked, fully specialized kernels (small shapes; also A and
+                                 // B with unit column stride and B in a fifth of L2 (AVX-512: a
+                                 // tenth), split over M: direct_rows in gemm_driver.cpp; or a
+                                 // small C and a long K, split over K: direct_k in k_split.cpp)
+  int64_t skinny_calls = 0;      // 2 <= M <= 16 (AVX-512: 32), unpacked, split over N
+  int64_t stream_calls = 0;      // M = 1 (GEMV): B streamed row by row, split over N or K
+  int64_t dot_calls = 0;         // GEMV-like along rows: x @ W.T (M <= 8, B's rows along K) or
+                                 // A @ column (N = 1): one dot product per output
+  int64_t packed_calls = 0;      // BLIS path
+  int64_t prepacked_calls = 0;   // of packed_calls: B from a PackedB (a constant weight)
+  int64_t edge_split_calls = 0;  // of direct_calls: C's last column on the dot path (N one past
+                                 // a multiple of the vector width; edge_split.cpp)
   int64_t kernels_generated = 0;
   double codegen_ms_total = 0;
   double codegen_ms_max = 0;

@@ -105,9 +105,10 @@ enum CallCount : size_t {
   kDot,
   kPacked,
   kPaths,
-  kPrepacked = kPaths
+  kPrepacked = kPaths,
+  kEdgeSplit,
 };
-constexpr size_t kCallCountFields = kPaths + 1;
+constexpr size_t kCallCountFields = kPaths + 2;
 constinit ThreadCounters<kCallCountFields> g_call_counts;
 
 // A GEMV of at least kStreamOverDirect elements of B takes the stream path even within the small
@@ -236,6 +237,7 @@ constexpr int64_t kDotPairsPackedMinRows = 3;
 constexpr int64_t kDotPairsPackedMinCols = 128;
 bool GemmPlan::prepacked_b_pays() const {
   const Impl& s = *impl_;
+  if (s.path == Path::edge_split) return s.split_main->prepacked_b_pays();
   const bool pairs = s.dot_pair[1] != nullptr;
   // A direct kernel over a B without unit column stride copies it row-major on every call.
   return (s.path == Path::packed && s.blk.tk == 1) || s.path == Path::skinny ||
@@ -282,6 +284,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     s.plan_dot(p, over, base, threads, caches);
     return std::make_shared<GemmPlan>(std::move(impl));
   }
+  if (!prepacked_b && s.plan_edge_split(p, threads, caches))
+    return std::make_shared<GemmPlan>(std::move(impl));
   if (column_as_row_fits(p)) {
     const GemmProblem t = row_problem_of_column(p);
     if (stream_can(t, prepacked_b) && (volume > kSmallVolume || t.N * t.K >= kStreamOverDirect)) {
@@ -552,6 +556,9 @@ void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* 
       g_call_counts.add(kPacked);
       if (packed) g_call_counts.add(kPrepacked);
       return run_packed(p, pool, packed);
+    case Path::edge_split:
+      g_call_counts.add(kEdgeSplit);
+      return run_edge_split(p, pool);
   }
 }
 
@@ -580,6 +587,7 @@ GemmStats stats() {
   s.dot_calls = g_call_counts.sum(kDot);
   s.packed_calls = g_call_counts.sum(kPacked);
   s.prepacked_calls = g_call_counts.sum(kPrepacked);
+  s.edge_split_calls = g_call_counts.sum(kEdgeSplit);
   s.kernels_generated = kernels_generated();
   s.codegen_ms_total = codegen_ms_total();
   s.codegen_ms_max = codegen_ms_max();

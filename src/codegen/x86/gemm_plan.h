@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace kiln::x86 {
@@ -38,7 +39,17 @@ inline constexpr int64_t kDynamicTallRows = int64_t{1} << 20;
 // Floats in one vector register of `isa` (zmm: 16, ymm: 8).
 inline constexpr int64_t isa_lanes(Isa isa) { return isa == Isa::avx512 ? 16 : 8; }
 
-enum class Path : uint8_t { empty, direct, direct_rows, direct_k, skinny, stream, dot, packed };
+enum class Path : uint8_t {
+  empty,
+  direct,
+  direct_rows,
+  direct_k,
+  skinny,
+  stream,
+  dot,
+  packed,
+  edge_split
+};
 
 // Which operand a dot plan (dot_path.cpp) reads along its rows: B's (x @ W.T: up to 8 or 16
 // rows of A, B's rows unit-stride along K) or A's (1-4 columns of C).
@@ -84,6 +95,9 @@ struct GemmPlan::Impl {
   // b_rows on AVX-512: two rows of A at a time (kernels by [the problem's last block]), an odd
   // last row by dot[].
   const Kernel* dot_pair[2] = {};
+  // edge_split (edge_split.cpp): all of C but its last column on split_main (a direct or
+  // direct_rows plan), the last column on split_edge (a dot plan, A @ b).
+  std::shared_ptr<const GemmPlan> split_main, split_edge;
   // packed
   // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
   // [tj * npanels / tn, ...), and packs privately what it needs (no barriers): B per (KC x NC)
@@ -113,6 +127,7 @@ struct GemmPlan::Impl {
   void run_packed(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const;
   void run_direct_k(const GemmProblem& p, ThreadPool* pool) const;
   void run_dot(const GemmProblem& p, ThreadPool* pool) const;
+  void run_edge_split(const GemmProblem& p, ThreadPool* pool) const;
   // After a K split (packed or direct_k): C += the partial buffers, then the epilogue.
   void reduce_k_split(const GemmProblem& p, const float* partials, ThreadPool* pool) const;
   // Plans the direct_k path (k_split.cpp); base: the problem's epilogue.
@@ -135,6 +150,10 @@ struct GemmPlan::Impl {
   int64_t plan_direct_rows_b(const GemmProblem& p);
   // Plans the stream path for a GEMV p; base: p's epilogue (bias_bcast: one bias value).
   void plan_stream(const GemmProblem& p, const KernelDesc& base, int64_t T);
+  // Plans edge_split (edge_split.cpp) where N is one past a multiple of the vector width, C's
+  // last column can take the dot path and the others a direct one; false (nothing planned)
+  // elsewhere.
+  bool plan_edge_split(const GemmProblem& p, int threads, const CacheSizes& caches);
   // Plans the dot path (dot_path.cpp) for dot_path_for(p) != DotOver::none.
   void plan_dot(const GemmProblem& p, DotOver over, const KernelDesc& base, int threads,
                 const CacheSizes& caches);
