@@ -58,6 +58,13 @@ TEST_CASE("x86 gemm: C's last column one past the vector width takes the dot pat
     for (const std::string& n : kernel_names(c, Isa::avx512, 1, true))
       CHECK(n.rfind("packed_", 0) == 0);
   }
+  // One thread's plan: the direct kernel and a dot plan of one chunk.
+  {
+    Case c({33, 33, 33}, Layout::row_major, Layout::row_major, EpiKind{}, 7003);
+    CHECK(GemmPlan::make(c.problem(), Isa::avx512, 2)->caller_only());
+    Case big({1000, 33, 1000}, Layout::row_major, Layout::row_major, EpiKind{}, 7004);
+    CHECK_FALSE(GemmPlan::make(big.problem(), Isa::avx512, 2)->caller_only());
+  }
   // Counted once, as a direct call and an edge split, not as a dot call.
   for (Isa isa : supported_isas()) {
     Case c({40, isa_lanes(isa) * 2 + 1, 64}, Layout::row_major, Layout::row_major, EpiKind{}, 7002);

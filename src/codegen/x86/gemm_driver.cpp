@@ -563,7 +563,11 @@ void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* 
 }
 
 bool GemmPlan::caller_only() const {
-  return impl_->path == Path::direct || impl_->path == Path::empty;
+  const Impl& s = *impl_;
+  if (s.path == Path::edge_split)
+    return s.split_main->caller_only() && s.split_edge->caller_only();
+  return s.path == Path::direct || s.path == Path::empty ||
+         (s.path == Path::dot && s.nchunks <= 1);
 }
 
 void GemmPlan::run(const GemmProblem& p, ThreadPool& pool, const PackedB* packed) const {
