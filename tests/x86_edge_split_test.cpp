@@ -110,8 +110,8 @@ TEST_CASE("x86 gemm: the edge split matches the reference", "[x86][gemm][edge_sp
         }
       }
     }
-    // M * K under the bound (one row) and the direct_rows plans (on one thread here: none)
-    // keep one kernel; the rest split.
+    // M * K under the bound (one row) and the problems past the small volume (not the direct
+    // path) keep their plan; the rest split.
     std::printf("%s: %d of 60 shapes split\n", isa_name(isa), split);
     CHECK(split >= 30);
   }

@@ -48,8 +48,10 @@ GemmProblem edge_of(const GemmProblem& p) {
 
 bool GemmPlan::Impl::plan_edge_split(const GemmProblem& p, int threads, const CacheSizes& caches) {
   const int64_t lanes = isa_lanes(isa);
+  // (Within the small volume only: the direct kernel's, so that a main plan is made, and its
+  // kernels generated, only where it may be taken.)
   if (p.dynamic_m || p.dynamic_nk || p.N <= lanes || p.N % lanes != 1 ||
-      p.M * p.K < kEdgeSplitMinWork)
+      p.M * p.K < kEdgeSplitMinWork || p.M * (p.N - 1) * p.K > kSmallVolume)
     return false;
   const GemmProblem edge = edge_of(p);
   if (dot_path_for(edge, isa, false) != DotOver::a_rows) return false;

@@ -137,8 +137,8 @@ struct GemmStats {
                                  // small C and a long K, split over K: direct_k in k_split.cpp)
   int64_t skinny_calls = 0;      // 2 <= M <= 16 (AVX-512: 32), unpacked, split over N
   int64_t stream_calls = 0;      // M = 1 (GEMV): B streamed row by row, split over N or K
-  int64_t dot_calls = 0;         // GEMV-like along rows: x @ W.T (M <= 8, B's rows along K) or
-                                 // A @ column (N = 1): one dot product per output
+  int64_t dot_calls = 0;         // GEMV-like along rows: x @ W.T (M <= 8, AVX-512 16, B's rows
+                                 // along K) or A @ 1-4 columns: one dot product per output
   int64_t packed_calls = 0;      // BLIS path
   int64_t prepacked_calls = 0;   // of packed_calls: B from a PackedB (a constant weight)
   int64_t edge_split_calls = 0;  // of direct_calls: C's last column on the dot path (N one past

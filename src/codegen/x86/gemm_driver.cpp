@@ -564,10 +564,8 @@ void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* 
 
 bool GemmPlan::caller_only() const {
   const Impl& s = *impl_;
-  if (s.path == Path::edge_split)
-    return s.split_main->caller_only() && s.split_edge->caller_only();
-  return s.path == Path::direct || s.path == Path::empty ||
-         (s.path == Path::dot && s.nchunks <= 1);
+  if (s.path == Path::edge_split) return s.split_main->caller_only() && s.split_edge->caller_only();
+  return s.path == Path::direct || s.path == Path::empty || (s.path == Path::dot && s.nchunks <= 1);
 }
 
 void GemmPlan::run(const GemmProblem& p, ThreadPool& pool, const PackedB* packed) const {

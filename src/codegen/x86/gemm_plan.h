@@ -95,8 +95,8 @@ struct GemmPlan::Impl {
   // b_rows on AVX-512: two rows of A at a time (kernels by [the problem's last block]), an odd
   // last row by dot[].
   const Kernel* dot_pair[2] = {};
-  // edge_split (edge_split.cpp): all of C but its last column on split_main (a direct or
-  // direct_rows plan), the last column on split_edge (a dot plan, A @ b).
+  // edge_split (edge_split.cpp): all of C but its last column on split_main (a direct plan),
+  // the last column on split_edge (a dot plan, A @ b).
   std::shared_ptr<const GemmPlan> split_main, split_edge;
   // packed
   // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
