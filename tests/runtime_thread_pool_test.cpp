@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <atomic>
@@ -230,6 +231,38 @@ TEST_CASE("run_parts: the caller takes back the part of a worker with no core to
   CHECK(taken_back > 0);
   // Counted process-wide too (x86::stats().pool_parts_taken_back).
   CHECK(ThreadPool::parts_taken_back_total() - total_before >= taken_back);
+}
+
+TEST_CASE("run_parts: parts taken back before a new worker first runs do not count as starved",
+          "[thread_pool]") {
+  // A thread pinned to one CPU at a real-time priority makes the pool: its worker inherits both,
+  // so it cannot run until the caller blocks, and the caller takes back the part of its first job
+  // from a worker that has not started: late as one asleep (it had counted as starved, and a new
+  // pool's first parts set off the starved warning). Pinned alone, the new worker often ran
+  // first.
+  int64_t taken_back = -1, awake = -1;
+  std::thread pinned([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    sched_param fifo{};
+    fifo.sched_priority = 1;
+    if (sched_setaffinity(0, sizeof one, &one) != 0 ||
+        pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo) != 0)
+      return;
+    ThreadPool pool(2);
+    std::vector<std::atomic<int>> runs(2);
+    pool.run_parts<Busy, busy_part>(2, Busy{runs.data(), 0});
+    taken_back = pool.parts_taken_back();
+    awake = pool.parts_taken_back_awake();
+  });
+  pinned.join();
+  if (taken_back < 0) {
+    WARN("skipped: no real-time priority for this process (CAP_SYS_NICE)");
+    return;
+  }
+  CHECK(taken_back == 1);
+  CHECK(awake == 0);
 }
 
 TEST_CASE(

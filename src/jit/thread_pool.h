@@ -51,6 +51,11 @@ class ThreadPool {
   // stats and tests; the first is logged at info, and parts taken back from workers that were
   // awake are logged at warn once starved_warrants_warning: those workers have no core to run on).
   int64_t parts_taken_back() const { return parts_taken_back_.load(); }
+  // Of those, the parts taken back from workers that were awake (running, not asleep and not yet
+  // to start): the count starved_warrants_warning weighs.
+  int64_t parts_taken_back_awake() const {
+    return starved_taken_back_.load(std::memory_order_relaxed);
+  }
   // Whether `starved` parts taken back from awake workers, of `posted` parts posted to workers,
   // point at a pool with more threads than cores: at least 100 of them, and at least 1% of the
   // parts. A worker on a virtual machine is preempted by its host now and then (about one part in
@@ -69,11 +74,13 @@ class ThreadPool {
   // parameters, a shared chunk counter, a counted join) passes several, one after another. Two
   // threads on a 2-vCPU Intel Xeon VM, a job of two empty parts: 0.40 us against parallel_for's
   // 0.76-0.87 us; two parts of 0.9 us: 1.15-1.39 us against 1.80-1.94 us (parallel_for measured
-  // when its workers still joined a job under the pool's mutex). A part its worker has
-  // not started when the caller has spent as long again as on its own part, the caller claims
-  // and runs (a worker without a core: more threads than the process may use). F must not throw.
-  // Runs every part on the caller, in order, when the pool is busy with another job (counted in
-  // busy_fallbacks).
+  // when its workers still joined a job under the pool's mutex); since a worker reads no clock
+  // between seeing its part and answering, nor the caller before its first polls (kQuickPolls), two
+  // empty parts take 0.24-0.30 us there, about one round trip of a line between the two cores (0.31
+  // us measured alone). A part its worker has not started when the caller has spent as long again
+  // as on its own part, the caller claims and runs (a worker without a core: more threads than the
+  // process may use). F must not throw. Runs every part on the caller, in order, when the pool is
+  // busy with another job (counted in busy_fallbacks).
   template <class Payload, void (*F)(const Payload&, int part) noexcept>
   void run_parts(int parts, const Payload& payload) {
     static_assert(std::is_trivially_copyable_v<Payload> && sizeof(Payload) <= kPartPayloadBytes &&
@@ -109,8 +116,10 @@ class ThreadPool {
   void worker_loop(int index);
   void run_chunks(const RangeFn* fn, int64_t n, int64_t chunk);
 
-  // Polls `ready` for up to `spin` (pausing between reads); whether it became true.
-  static bool spin_until(const std::function<bool()>& ready, std::chrono::nanoseconds spin);
+  // Polls `ready` for up to `spin` (pausing between reads); whether it became true. `last_read`,
+  // where given, gets the last time it read the clock (every 16 polls, about 0.6 us).
+  static bool spin_until(const std::function<bool()>& ready, std::chrono::nanoseconds spin,
+                         std::chrono::steady_clock::time_point* last_read = nullptr);
 
   int num_threads_ = 1;
   std::mutex job_mu_;  // held by the caller whose job is running
@@ -161,7 +170,11 @@ class ThreadPool {
     std::atomic<uint64_t> seq{0};
   };
   struct alignas(64) PartSleep {  // a line of its own: the caller's RMW keeps it each job
-    std::atomic<int> sleeping{0};
+    // Set from the worker's creation until its loop starts: a thread not yet scheduled is as
+    // late as one asleep, not starved of a core. On a 2-vCPU VM a new pool's worker first ran
+    // 0.1-3.6 ms (once 11 ms) after its creation while the caller kept posting; the parts taken
+    // back meanwhile (up to ~2500) had counted as starved and set off the warning on their own.
+    std::atomic<int> sleeping{1};
   };
   std::unique_ptr<PartPost[]> posts_;
   std::unique_ptr<PartAnswer[]> answers_;
@@ -175,7 +188,7 @@ class ThreadPool {
   // The caller's, under job_mu_: parts posted to workers, those taken back from workers that
   // were not asleep, and what has been logged of them.
   int64_t parts_posted_ = 0;
-  int64_t starved_taken_back_ = 0;
+  std::atomic<int64_t> starved_taken_back_{0};  // read by parts_taken_back_awake()
   bool logged_first_ = false;
   bool warned_starved_ = false;
   alignas(64) std::atomic<int> caller_waiting_{0};
