@@ -324,7 +324,8 @@ void ThreadPool::log_part_taken_back(int index, bool woke, std::chrono::nanoseco
       woke ? 0 : starved_taken_back_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (!logged_first_) {
     logged_first_ = true;
-    KILN_LOG_AT(info) << "thread pool: worker " << index << (woke ? " was asleep and" : "")
+    KILN_LOG_AT(info) << "thread pool: worker " << index
+                      << (woke ? " was asleep (or not yet started) and" : "")
                       << " had not started its part " << us << " us after the caller finished "
                       << "its own; the caller ran it (counted in parts_taken_back; logged once)";
   }
