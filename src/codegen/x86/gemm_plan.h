@@ -64,6 +64,10 @@ struct GemmPlan::Impl {
   const Kernel* direct = nullptr;
   // The direct kernel's arguments for a call without bias, residual or scale.
   KernelArgs bare_args{nullptr, nullptr, 0, 0, 0, 1.0f};
+  // The direct kernel reads no epilogue argument (no bias, residual, scale or column scale; an
+  // activation takes none): every call of the plan, whose problems have that epilogue kind,
+  // passes bare_args without reading the problem's epilogue.
+  bool direct_bare = false;
   bool copy_b = false;  // B's columns are not unit-stride: copy B row-major first
   int64_t b_row_stride = 0, b_col_stride = 0;  // direct_rows with copy_b: B's, to copy it
   // direct_rows: M in chunks of `chunk` rows (one per thread), kernels by [last chunk]. With M
