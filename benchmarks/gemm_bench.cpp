@@ -4,6 +4,7 @@
 // the median over rounds of ratios taken within a fraction of a second, with its quartiles.
 //   ninja -C build-bench gemm_bench && build-bench/benchmarks/gemm_bench [--rounds=15]
 //       [--burst=0.05] [--filter=512] [--threads=2] [--more] [--shapes=MxNxK[t],...]
+//       [--align=64]
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
 #include "limits.h"
@@ -18,10 +19,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <dnnl.hpp>
 #include <functional>
 #include <map>
 #include <memory>
+#include <new>
 #include <set>
 #include <string>
 #include <vector>
@@ -85,8 +88,36 @@ const std::vector<Shape> kMoreShapes = {
     {"4096x1x4096 A@b", 4096, 1, 4096, false},
     {"4096x1x4096 A.T@b", 4096, 1, 4096, false, true, false}};
 
+// Operand buffers: from malloc (glibc's 16-byte alignment: where a buffer starts off a 64-byte
+// line, every 16-float row of a 16^3 operand straddles two lines), or with --align=64 on 64-byte
+// lines, as kiln's own arrays are. Every contender reads and writes the same buffers.
+size_t g_operand_align = 0;  // 0: malloc's
+
+template <class T>
+struct OperandAllocator {
+  using value_type = T;
+  OperandAllocator() = default;
+  template <class U>
+  OperandAllocator(const OperandAllocator<U>&) {}
+  T* allocate(size_t n) {
+    const size_t bytes = std::max<size_t>(1, n * sizeof(T));
+    void* p = g_operand_align == 0
+                  ? std::malloc(bytes)
+                  : std::aligned_alloc(g_operand_align, (bytes + g_operand_align - 1) /
+                                                            g_operand_align * g_operand_align);
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const OperandAllocator<U>&) const {
+    return true;
+  }
+};
+using OperandVector = std::vector<float, OperandAllocator<float>>;
+
 struct Operands {
-  std::vector<float> a, b, c, bias;
+  OperandVector a, b, c, bias;
   explicit Operands(const Shape& s)
       : a(size_t(s.M * s.K)), b(size_t(s.K * s.N)), c(size_t(s.M * s.N)), bias(size_t(s.N)) {
     uint64_t state = uint64_t(s.M * 7919 + s.N * 31 + s.K);
@@ -126,6 +157,9 @@ bool check(const char* who, const Shape& s, const Operands& o, const float* c, b
   return worst <= 1.0;
 }
 
+// The contenders capture a pointer to their pool: looking it up in each call (a call and the
+// static's guard) cost about 3 ns of a 16^3 GEMM's 48-51 ns (kiln 0.95x of LIBXSMM in the table,
+// 1.00x with the pool captured), where LIBXSMM's contender holds its kernel's pointer.
 kiln::ThreadPool& pool_n() {
   static kiln::ThreadPool pool(kThreads);
   return pool;
@@ -195,11 +229,13 @@ std::vector<bench::Contender> gemm_contenders(const Shape& s, Operands& o) {
   x86::GemmProblem p = problem(s, o);
   auto plan = x86::GemmPlan::make(p, x86::selected_isa(), kThreads);
   std::vector<bench::Contender> cs;
-  cs.push_back({"kiln", [plan, p] { plan->run(p, pool_n()); }, kKilnPoolSettleSeconds});
+  kiln::ThreadPool* const pn = &pool_n();
+  cs.push_back({"kiln", [plan, p, pn] { plan->run(p, *pn); }, kKilnPoolSettleSeconds});
   if (s.small) {
     auto plan_1t = x86::GemmPlan::make(p, x86::selected_isa(), 1);
-    cs.push_back({"kiln_1t", [plan_1t, p] { plan_1t->run(p, pool_1()); }});
-    cs.push_back({"kiln_gemm_call", [p] { x86::gemm(p, pool_n()); }, kKilnPoolSettleSeconds});
+    kiln::ThreadPool* const p1 = &pool_1();
+    cs.push_back({"kiln_1t", [plan_1t, p, p1] { plan_1t->run(p, *p1); }});
+    cs.push_back({"kiln_gemm_call", [p, pn] { x86::gemm(p, *pn); }, kKilnPoolSettleSeconds});
     // What a user of the JIT gets: kiln::jit(matmul) called with caller-owned output (no
     // allocation), i.e. dispatch, variant check and the x86 kernel's launch around the GEMM.
     kiln::Function f = kiln::jit([](kiln::Tensor a, kiln::Tensor b) { return kiln::matmul(a, b); });
@@ -263,8 +299,8 @@ bench::Contender triad_contender(const Shape& s) {
   // One range per thread: parallel_for makes n / grain chunks (ceil here would make one).
   const int64_t grain = std::max<int64_t>(16, n / kThreads / 16 * 16);
   return {"triad",
-          [n, grain, a = abc[0], b = abc[1], c = abc[2]] {
-            pool_n().parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+          [n, grain, a = abc[0], b = abc[1], c = abc[2], pn = &pool_n()] {
+            pn->parallel_for(n, grain, [&](int64_t begin, int64_t end) {
               bench::triad_f32(a + begin, b + begin, c + begin, 3.0f, end - begin);
             });
           },
@@ -284,7 +320,7 @@ std::vector<bench::Contender> linear_contenders(const Shape& s, Operands& o) {
   g_packed.push_back(packed);
   std::vector<bench::Contender> cs;
   // What the JIT's x86 backend runs for a Linear with a constant weight.
-  cs.push_back({"kiln_fused", [p, packed] { x86::gemm_prepacked(p, *packed, pool_n()); },
+  cs.push_back({"kiln_fused", [p, packed, pn = &pool_n()] { x86::gemm_prepacked(p, *packed, *pn); },
                 kKilnPoolSettleSeconds});
 
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -364,6 +400,8 @@ Options parse(int argc, char** argv) {
       o.filter = a.substr(9);
     } else if (a == "--more") {
       o.more = true;
+    } else if (a == "--align=64") {
+      g_operand_align = 64;
     } else if (a.rfind("--threads=", 0) == 0) {
       kThreads = std::max(1, std::atoi(a.c_str() + 10));
     } else if (a.rfind("--shapes=", 0) == 0 && parse_shapes(a.substr(9), o.shapes)) {
@@ -371,7 +409,7 @@ Options parse(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: gemm_bench [--rounds=N] [--burst=SECONDS] [--filter=SUBSTR] [--threads=N] "
-          "[--more] [--shapes=MxNxK[t],...]\n");
+          "[--more] [--shapes=MxNxK[t],...] [--align=64]\n");
       std::exit(2);
     }
   }
@@ -412,8 +450,9 @@ int main(int argc, char** argv) {
   std::printf("kiln x86 ISA: %s (KILN_ISA caps it); OpenBLAS core type: %s%s\n",
               x86::isa_name().c_str(), openblas_get_corename(),
               std::getenv("OPENBLAS_CORETYPE") ? " (set by OPENBLAS_CORETYPE)" : "");
-  std::printf("paired rounds: %d, about %.0f ms per contender per round\n", opt.rounds,
-              opt.burst_s * 1e3);
+  std::printf("paired rounds: %d, about %.0f ms per contender per round; operands: %s\n",
+              opt.rounds, opt.burst_s * 1e3,
+              g_operand_align ? "on 64-byte lines (--align=64)" : "from malloc (16-byte aligned)");
   const double peak_n = kiln::bench::fma_peak_gflops(kThreads);
   const double peak_1 = kiln::bench::fma_peak_gflops(1);
   const double stream_n = kiln::bench::stream_triad_gbs(kThreads);
