@@ -158,8 +158,9 @@ bool check(const char* who, const Shape& s, const Operands& o, const float* c, b
 }
 
 // The contenders capture a pointer to their pool: looking it up in each call (a call and the
-// static's guard) cost about 3 ns of a 16^3 GEMM's 48-51 ns (kiln 0.95x of LIBXSMM in the table,
-// 1.00x with the pool captured), where LIBXSMM's contender holds its kernel's pointer.
+// static's guard) cost about 3 ns of a 16^3 GEMM's 48-51 ns (with --align=64, kiln 0.95x of
+// LIBXSMM in the table, 1.00x with the pool captured), where LIBXSMM's contender holds its
+// kernel's pointer.
 kiln::ThreadPool& pool_n() {
   static kiln::ThreadPool pool(kThreads);
   return pool;
