@@ -51,8 +51,8 @@ class ThreadPool {
   // stats and tests; the first is logged at info, and parts taken back from workers that were
   // awake are logged at warn once starved_warrants_warning: those workers have no core to run on).
   int64_t parts_taken_back() const { return parts_taken_back_.load(); }
-  // Of those, the parts taken back from workers that were awake (running, not asleep and not yet
-  // to start): the count starved_warrants_warning weighs.
+  // Of those, the parts taken back from workers that were awake (started, and not asleep): the
+  // count starved_warrants_warning weighs.
   int64_t parts_taken_back_awake() const {
     return starved_taken_back_.load(std::memory_order_relaxed);
   }
@@ -78,9 +78,9 @@ class ThreadPool {
   // between seeing its part and answering, nor the caller before its first polls (kQuickPolls), two
   // empty parts take 0.24-0.30 us there, about one round trip of a line between the two cores (0.31
   // us measured alone). A part its worker has not started when the caller has spent as long again
-  // as on its own part, the caller claims and runs (a worker without a core: more threads than the
-  // process may use). F must not throw. Runs every part on the caller, in order, when the pool is
-  // busy with another job (counted in busy_fallbacks).
+  // as on its own part (and its quick polls), the caller claims and runs (a worker without a core:
+  // more threads than the process may use). F must not throw. Runs every part on the caller, in
+  // order, when the pool is busy with another job (counted in busy_fallbacks).
   template <class Payload, void (*F)(const Payload&, int part) noexcept>
   void run_parts(int parts, const Payload& payload) {
     static_assert(std::is_trivially_copyable_v<Payload> && sizeof(Payload) <= kPartPayloadBytes &&
