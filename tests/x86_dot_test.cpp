@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <span>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -150,8 +151,8 @@ TEST_CASE("x86 gemm: x @ W.T on the dot path matches the reference", "[x86][gemm
   // output, partial groups, several groups and chunks.
   const std::vector<int64_t> ks = {1, 5, 8, 13, 16, 31, 32, 33, 100, 1000};
   const std::vector<int64_t> ns = {1, 7, 8, 9, 17, 100, 333};
-  // M: AVX-512 takes two rows of A per kernel call (dot_pair), an odd last row alone; 9-16 rows
-  // on AVX-512 from K = 8 M (the others on the direct or packed path).
+  // M: up to four rows of A per kernel call on AVX-512 (two on AVX2), the rows left by another;
+  // 9-16 rows on AVX-512 from K = 8 M (the others on the direct or packed path).
   const std::vector<int64_t> ms = {1, 2, 3, 5, 8, 9, 16};
   const Layout a_layouts[] = {Layout::row_major, Layout::strided, Layout::transposed,
                               Layout::reversed_rows, Layout::padded};
@@ -202,7 +203,7 @@ TEST_CASE("x86 gemm: with several passes over X, the dot path blocks X in L1 whe
   // dot_path.cpp (plan_dot): a 48 KiB L1 and 1 MiB L2. The rows of X a kernel walks (its
   // name's N) per block: 8 rows of X in half of L1 at K = 554 (2216 bytes a row), the rest of
   // them in the last block's kernel; at K = 1000 8 rows do not fit, so blocks of half of L2 (all
-  // 45 rows); one pass (two vectors on AVX-512) needs no block.
+  // 45 rows); one pass (up to four vectors on AVX-512) needs no block.
   const CacheSizes caches{1024 * 1024, 12, 4096};
   auto block_rows = [&](Shape s, Layout lb, Isa isa) {
     Case c(s, Layout::row_major, lb, EpiKind{}, 4450);
@@ -214,23 +215,34 @@ TEST_CASE("x86 gemm: with several passes over X, the dot path blocks X in L1 whe
     return names;
   };
   using Names = std::vector<std::string>;
-  // A @ B with 4 columns of B (two passes of two) and 3 (two passes, the last of one).
-  CHECK(block_rows({45, 4, 554}, Layout::row_major, Isa::avx512) ==
-        Names{"dot_avx512_N5", "dot_avx512_N8"});
-  CHECK(block_rows({45, 3, 554}, Layout::row_major, Isa::avx512) ==
-        Names{"dot_avx512_N5", "dot_avx512_N8"});
-  CHECK(block_rows({45, 4, 1000}, Layout::row_major, Isa::avx512) == Names{"dot_avx512_N45"});
-  CHECK(block_rows({45, 2, 554}, Layout::row_major, Isa::avx512) == Names{"dot_avx512_N45"});
-  CHECK(block_rows({45, 2, 554}, Layout::row_major, Isa::avx2) ==
+  // A @ B with 2-4 columns of B: AVX2 two a pass, AVX-512 one pass for all.
+  CHECK(block_rows({45, 4, 554}, Layout::row_major, Isa::avx2) ==
         Names{"dot_avx2_N5", "dot_avx2_N8"});
-  // x @ W.T: 4 rows of A over 100 rows of W.
-  CHECK(block_rows({4, 100, 554}, Layout::transposed, Isa::avx512) ==
+  CHECK(block_rows({45, 3, 554}, Layout::row_major, Isa::avx2) ==
+        Names{"dot_avx2_N5", "dot_avx2_N8"});
+  CHECK(block_rows({45, 4, 1000}, Layout::row_major, Isa::avx2) == Names{"dot_avx2_N45"});
+  CHECK(block_rows({45, 2, 554}, Layout::row_major, Isa::avx2) == Names{"dot_avx2_N45"});
+  CHECK(block_rows({45, 4, 554}, Layout::row_major, Isa::avx512) == Names{"dot_avx512_N45"});
+  CHECK(block_rows({45, 3, 554}, Layout::row_major, Isa::avx512) == Names{"dot_avx512_N45"});
+  // x @ W.T: 8 and 6 rows of A over 100 rows of W (AVX-512: two passes, the second of four or
+  // two rows); 4 rows in one pass.
+  CHECK(block_rows({8, 100, 554}, Layout::transposed, Isa::avx512) ==
         Names{"dot_avx512_N4", "dot_avx512_N8"});
-  CHECK(block_rows({2, 100, 554}, Layout::transposed, Isa::avx512) == Names{"dot_avx512_N100"});
+  CHECK(block_rows({6, 100, 554}, Layout::transposed, Isa::avx512) ==
+        Names{"dot_avx512_N4", "dot_avx512_N8"});
+  CHECK(block_rows({4, 100, 554}, Layout::transposed, Isa::avx512) == Names{"dot_avx512_N100"});
+  CHECK(block_rows({4, 100, 554}, Layout::transposed, Isa::avx2) ==
+        Names{"dot_avx2_N4", "dot_avx2_N8"});
+  CHECK(block_rows({2, 100, 554}, Layout::transposed, Isa::avx2) == Names{"dot_avx2_N100"});
   // Each against the reference on the ISAs this CPU runs.
   int variant = 0;
   for (Isa isa : supported_isas()) {
-    for (Shape s : std::vector<Shape>{{45, 4, 554}, {45, 3, 554}, {4, 100, 554}, {3, 21, 300}}) {
+    for (Shape s : std::vector<Shape>{{45, 4, 554},
+                                      {45, 3, 554},
+                                      {8, 100, 554},
+                                      {6, 100, 554},
+                                      {4, 100, 554},
+                                      {3, 21, 300}}) {
       const bool xwt = s.N > 4;
       Case c(s, variant % 2 ? Layout::padded : Layout::row_major,
              xwt ? Layout::transposed : Layout::row_major, kEpilogueCycle[variant % 4],
@@ -361,29 +373,58 @@ TEST_CASE("x86 gemm: dot kernels for both ISAs generate on any host", "[x86][gem
   INFO(listing.substr(0, 3000));
   CHECK(listing.find("vfmadd231ps zmm23") != std::string::npos);
   CHECK(listing.find("+180]") != std::string::npos);  // the second vector, 45 floats on
+  // Three and four vectors: groups of four rows of X, each row loaded once for all of them
+  // (zmm12-15 the vectors, zmm16-23 the third's and fourth's accumulators).
+  for (int vecs : {3, 4}) {
+    KernelDesc dq = d;
+    dq.rows = vecs;
+    const std::string& lq = kernel_listing(get_kernel(dq));
+    INFO(vecs << " vectors\n" << lq.substr(0, 3000));
+    CHECK(lq.find(vecs == 4 ? "+540]" : "+360]") != std::string::npos);  // the last vector
+    CHECK((lq.find("+540]") != std::string::npos) == (vecs == 4));
+    CHECK(lq.find(vecs == 4 ? "vfmadd231ps zmm23, zmm15" : "vfmadd231ps zmm19, zmm14") !=
+          std::string::npos);
+  }
+  d.rows = 5;
+  CHECK_THROWS(get_kernel(d));
+  // AVX2: two vectors in groups of four rows (ymm8-9 the rows, ymm12-13 the vectors); no more.
+  d.rows = 2;
   d.isa = int64_t(Isa::avx2);
+  const std::string& l2 = kernel_listing(get_kernel(d));
+  INFO("AVX2, 2 vectors\n" << l2.substr(0, 3000));
+  CHECK(l2.find("vfmadd231ps ymm7, ymm13, ymm9") != std::string::npos);
+  CHECK(l2.find("+180]") != std::string::npos);
+  CHECK(l2.find("zmm") == std::string::npos);
+  d.rows = 3;
   CHECK_THROWS(get_kernel(d));
 }
 
-TEST_CASE("x86 gemm: x @ W.T takes two rows of A per pass on AVX-512, and what pays packing",
+TEST_CASE("x86 gemm: x @ W.T takes up to four rows of A per pass on AVX-512, and what pays packing",
           "[x86][gemm][dot]") {
-  // dot_path.cpp (dot_pair): plans made on any host (only running needs the ISA). AVX-512
-  // kernels with two vectors ("_v2a" and A's row stride) for M >= 2, a one-vector kernel too for
-  // an odd M; AVX2 one vector only.
-  auto kernels = [](Shape s, Layout la, Isa isa) {
+  // dot_path.cpp (plan_dot): plans made on any host (only running needs the ISA). AVX-512
+  // kernels with up to four vectors ("_v<n>a" and A's row stride), AVX2 with up to two, and a
+  // kernel for the rows left after those passes.
+  auto vectors = [](Shape s, Layout la, Isa isa) {
     Case c(s, la, Layout::transposed, EpiKind{}, 4400);
-    int pairs = 0, singles = 0;
+    std::set<int> out;
     for (const KernelInfo& k : GemmPlan::make(c.problem(), isa, 2)->kernels()) {
       REQUIRE(k.name.rfind("dot_", 0) == 0);
-      (k.name.find("_v2a") != std::string::npos ? pairs : singles) += 1;
+      const size_t v = k.name.find("_v");
+      out.insert(v == std::string::npos ? 1 : k.name[v + 2] - '0');
     }
-    return std::pair<bool, bool>{pairs > 0, singles > 0};
+    return out;
   };
-  CHECK(kernels({2, 1000, 512}, Layout::row_major, Isa::avx512) == std::pair{true, false});
-  CHECK(kernels({3, 1000, 512}, Layout::row_major, Isa::avx512) == std::pair{true, true});
-  CHECK(kernels({8, 1000, 512}, Layout::row_major, Isa::avx512) == std::pair{true, false});
-  CHECK(kernels({1, 1000, 512}, Layout::row_major, Isa::avx512) == std::pair{false, true});
-  CHECK(kernels({8, 1000, 512}, Layout::row_major, Isa::avx2) == std::pair{false, true});
+  using Vecs = std::set<int>;
+  CHECK(vectors({2, 1000, 512}, Layout::row_major, Isa::avx512) == Vecs{2});
+  CHECK(vectors({3, 1000, 512}, Layout::row_major, Isa::avx512) == Vecs{3});
+  CHECK(vectors({4, 1000, 512}, Layout::row_major, Isa::avx512) == Vecs{4});
+  CHECK(vectors({5, 1000, 512}, Layout::row_major, Isa::avx512) == Vecs{1, 4});
+  CHECK(vectors({7, 1000, 512}, Layout::row_major, Isa::avx512) == Vecs{3, 4});
+  CHECK(vectors({8, 1000, 512}, Layout::row_major, Isa::avx512) == Vecs{4});
+  CHECK(vectors({1, 1000, 512}, Layout::row_major, Isa::avx512) == Vecs{1});
+  CHECK(vectors({8, 1000, 512}, Layout::row_major, Isa::avx2) == Vecs{2});
+  CHECK(vectors({5, 1000, 512}, Layout::row_major, Isa::avx2) == Vecs{1, 2});
+  CHECK(vectors({1, 1000, 512}, Layout::row_major, Isa::avx2) == Vecs{1});
   // A copied K apart where its columns are not unit-stride: the second row at K.
   {
     Case c({2, 100, 300}, Layout::transposed, Layout::transposed, EpiKind{}, 4401);
@@ -391,7 +432,7 @@ TEST_CASE("x86 gemm: x @ W.T takes two rows of A per pass on AVX-512, and what p
           std::string::npos);
   }
   // A constant W is worth packing once (GemmPlan::prepacked_b_pays) from 3 rows and 128
-  // columns with pairs; from 2 rows and 64 columns without (AVX2).
+  // columns with several rows a pass (AVX-512 and AVX2); from 64 columns with one.
   auto pays = [](Shape s, Isa isa) {
     Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4402);
     return GemmPlan::make(c.problem(), isa, 2)->prepacked_b_pays();
@@ -401,17 +442,25 @@ TEST_CASE("x86 gemm: x @ W.T takes two rows of A per pass on AVX-512, and what p
   CHECK_FALSE(pays({1, 4096, 4096}, Isa::avx512));
   CHECK(pays({3, 1024, 1024}, Isa::avx512));
   CHECK(pays({8, 128, 4096}, Isa::avx512));
-  CHECK(pays({2, 4096, 4096}, Isa::avx2));
-  CHECK(pays({8, 64, 4096}, Isa::avx2));
-  // Pairs with every epilogue, one residual row for all (ld_residual 0) and strided ones, and
-  // C's rows padded, where the CPU runs AVX-512.
+  CHECK_FALSE(pays({2, 4096, 4096}, Isa::avx2));
+  CHECK_FALSE(pays({8, 64, 4096}, Isa::avx2));
+  CHECK(pays({3, 1024, 1024}, Isa::avx2));
+  // Two to four rows a pass (and the rows left: 5 = 4 + 1, 6 = 4 + 2, 7 = 4 + 3, 11 = 4 + 4 +
+  // 3) with every epilogue, one residual row for all (ld_residual 0) and strided ones, and C's
+  // rows padded, where the CPU runs AVX-512.
   if (!isa_supported(Isa::avx512)) {
-    std::printf("SKIPPED: this CPU has no AVX-512; two-row dot kernels not run\n");
+    std::printf("SKIPPED: this CPU has no AVX-512; dot kernels of 2-4 rows not run\n");
     return;
   }
   int variant = 0;
-  for (Shape s : std::vector<Shape>{
-           {2, 9, 17}, {4, 100, 1000}, {7, 33, 64}, {6, 1000, 25}, {11, 40, 300}, {16, 21, 211}}) {
+  for (Shape s : std::vector<Shape>{{2, 9, 17},
+                                    {3, 8, 33},
+                                    {4, 100, 1000},
+                                    {5, 17, 100},
+                                    {7, 33, 64},
+                                    {6, 1000, 25},
+                                    {11, 40, 300},
+                                    {16, 21, 211}}) {
     for (int e = 0; e < 4; ++e) {
       Case c(s, variant % 2 ? Layout::padded : Layout::reversed_rows, Layout::transposed_padded,
              kEpilogueCycle[e], uint32_t(4500 + variant), 5);
@@ -442,11 +491,11 @@ TEST_CASE("x86 gemm: the dot path with one residual row for every row of C (ld_r
   }
 }
 
-TEST_CASE("x86 gemm: A @ B with 2-4 columns takes two columns per pass on AVX-512",
+TEST_CASE("x86 gemm: A @ B with 2-4 columns takes them all in one pass on AVX-512",
           "[x86][gemm][dot]") {
-  // dot_path.cpp (dot_pair over A's rows): kernels with two vectors ("_v2a" and the distance
+  // dot_path.cpp (plan_dot over A's rows): kernels with 2-4 vectors ("_v<n>a" and the distance
   // between B's columns as the kernel reads them: K where they are copied, B's column stride
-  // where they are runs), a one-vector kernel too for 3 columns; AVX2 one vector only.
+  // where they are runs); AVX2 two a pass.
   auto names = [](Shape s, Layout lb, Isa isa) {
     Case c(s, Layout::row_major, lb, EpiKind{}, 4600);
     std::vector<std::string> out;
@@ -463,14 +512,17 @@ TEST_CASE("x86 gemm: A @ B with 2-4 columns takes two columns per pass on AVX-51
   const auto two = names({1000, 2, 512}, Layout::row_major, Isa::avx512);
   CHECK(count(two, "_v2a512") == int64_t(two.size()));
   const auto three = names({1000, 3, 512}, Layout::row_major, Isa::avx512);
-  CHECK(count(three, "_v2a512") > 0);
-  CHECK(count(three, "_v2a") < int64_t(three.size()));
+  CHECK(count(three, "_v3a512") == int64_t(three.size()));
   const auto runs = names({1000, 4, 300}, Layout::transposed_padded, Isa::avx512);
-  CHECK(count(runs, "_v2a300") == 0);  // padded: B's columns further apart than K
-  CHECK(count(runs, "_v2a") == int64_t(runs.size()));
-  CHECK(count(names({1000, 4, 512}, Layout::row_major, Isa::avx2), "_v2a") == 0);
+  CHECK(count(runs, "_v4a300") == 0);  // padded: B's columns further apart than K
+  CHECK(count(runs, "_v4a") == int64_t(runs.size()));
+  const auto avx2 = names({1000, 4, 512}, Layout::row_major, Isa::avx2);
+  CHECK(count(avx2, "_v2a512") == int64_t(avx2.size()));
+  const auto avx2_three = names({1000, 3, 512}, Layout::row_major, Isa::avx2);
+  CHECK(count(avx2_three, "_v2a512") > 0);
+  CHECK(count(avx2_three, "_v") < int64_t(avx2_three.size()));
   if (!isa_supported(Isa::avx512)) {
-    std::printf("SKIPPED: this CPU has no AVX-512; two-column dot kernels not run\n");
+    std::printf("SKIPPED: this CPU has no AVX-512; dot kernels of 2-4 columns not run\n");
     return;
   }
   // Every epilogue (each column its own bias value), one residual row for all and strided
@@ -478,7 +530,8 @@ TEST_CASE("x86 gemm: A @ B with 2-4 columns takes two columns per pass on AVX-51
   const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
                               Layout::transposed_padded};
   int variant = 0;
-  for (Shape s : std::vector<Shape>{{8, 2, 65}, {100, 4, 1000}, {33, 3, 64}, {1000, 2, 21}}) {
+  for (Shape s :
+       std::vector<Shape>{{8, 2, 65}, {100, 4, 1000}, {33, 3, 64}, {1000, 2, 21}, {45, 4, 554}}) {
     for (int e = 0; e < 4; ++e) {
       Case c(s, variant % 2 ? Layout::padded : Layout::reversed_rows, b_layouts[variant % 4],
              kEpilogueCycle[e], uint32_t(4700 + variant), 5);

@@ -291,7 +291,9 @@ TEST_CASE("x86 gemm: a constant B is worth packing once only where the plan woul
   CHECK(pays({128, 4096, 1024}, Layout::row_major, 2));
   CHECK(pays({100, 109, 4096}, Layout::row_major, 1));  // one thread: no K split
   CHECK(pays({12, 12, 8}, Layout::transposed, 2));
-  CHECK(pays({4, 64, 8}, Layout::transposed, 2));  // dot over 2-8 rows of A, 64 columns or more
-  CHECK_FALSE(pays({4, 63, 8}, Layout::transposed, 2));
+  // dot over 3-8 rows of A (two a pass), 128 columns or more
+  CHECK(pays({4, 128, 8}, Layout::transposed, 2));
+  CHECK_FALSE(pays({4, 127, 8}, Layout::transposed, 2));
+  CHECK_FALSE(pays({2, 128, 8}, Layout::transposed, 2));
   CHECK(pays({8, 1000, 1000}, Layout::row_major, 2));
 }

@@ -589,9 +589,10 @@ PlanInfo describe(const GemmPlan& plan) {
       break;
     case Path::dot:
       tag(s.dot_over == DotOver::a_rows ? "a_rows" : "b_rows");
-      if (s.dot_pair[1]) tag("pairs");
+      tag("vecs=" + std::to_string(s.dot_vecs));
+      if (s.dot_rest[1]) tag("rest_vecs=" + std::to_string(s.dot_rest[1]->desc.rows));
       if (s.nchunks > 1) tag("chunks>1");
-      if (s.dot[0] || s.dot_pair[0]) tag("blocks>1");
+      if (s.dot[0]) tag("blocks>1");
       d << " chunk=" << s.chunk << " nchunks=" << s.nchunks << " dot_block=" << s.dot_block;
       break;
     case Path::edge_split:

@@ -11,7 +11,12 @@
 // dot products with each row of X as it is loaded (sixteen accumulators), so X is read once for
 // two rows of A (or columns of B); the second vector's outputs and residual are
 // KernelArgs::ldc_bytes and ldr_bytes past the first's, and with one bias value per vector
-// (bias_bcast) its value is the next one.
+// (bias_bcast) its value is the next one. With three or four vectors (AVX-512, rows = 3 or 4,
+// each a_rs elements after the one before) a group is four rows of X, again sixteen
+// accumulators: each element of X is loaded once for all four vectors, half the loads of X
+// that two passes with two vectors take (those are split across lines wherever X's rows are
+// not 64-byte aligned). AVX2 kernels with two vectors take groups of four rows the same way
+// (eight accumulators in its sixteen registers).
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
@@ -23,8 +28,9 @@ namespace kiln::x86 {
 
 namespace {
 
-constexpr int kRows = 8;    // rows of X per group, one accumulator each; also the outputs per store
-constexpr int kUnroll = 2;  // vectors of K per loop iteration
+constexpr int kRows = 8;      // rows of X per group (one or two vectors), one accumulator each
+constexpr int kQuadRows = 4;  // rows of X per group with three or four vectors
+constexpr int kUnroll = 2;    // vectors of K per loop iteration
 
 int32_t arg(size_t offset) { return static_cast<int32_t>(offset); }
 
@@ -35,13 +41,17 @@ class DotGen {
         d_(d),
         v_(a, d.isa == int64_t(Isa::avx512), ax::rax),
         y_(a, false, ax::rax),
-        vl_(v_.lanes()) {
+        vl_(v_.lanes()),
+        vecs_(int(d.rows)),
+        quad_(vecs_ >= 3 || (vecs_ == 2 && !v_.avx512())),
+        group_rows_(quad_ ? kQuadRows : kRows) {
     KILN_CHECK(d.cols >= 1 && d.K >= 1 && d.a_cs == 1 &&
-               (d.rows == 1 || (d.rows == 2 && d.isa == int64_t(Isa::avx512))))
+               (d.rows == 1 || d.rows == 2 || (d.rows <= 4 && d.isa == int64_t(Isa::avx512))))
         << d.name();
     auto mag = [](int64_t v) { return v < 0 ? -v : v; };
-    const int64_t reach = (kRows - 1) * std::max({mag(d.b_rs), mag(d.ldc), mag(d.ld_res)}) * 4 +
-                          d.K * 4 + 64 + (d.rows == 2 ? mag(d.a_rs) * 4 : 0);
+    const int64_t reach =
+        (group_rows_ - 1) * std::max({mag(d.b_rs), mag(d.ldc), mag(d.ld_res)}) * 4 + d.K * 4 + 64 +
+        (vecs_ - 1) * mag(d.a_rs) * 4;
     KILN_CHECK(reach < (int64_t{1} << 31)) << "strides too large for a dot kernel: " << d.name();
   }
   void emit();
@@ -49,6 +59,9 @@ class DotGen {
  private:
   // One group of `rows` rows of X: their sums, the epilogue, the store of `rows` outputs.
   void group(int rows);
+  // k_step in groups of four rows (quad_): acc_quad(j, r) += v_j[k0 .. k0 + n) * X[r, k0 .. k0 +
+  // n).
+  void k_step_quad(int rows, int32_t off, int n, bool idx);
   // acc(r) += v[k0 .. k0 + n) * X[r, k0 .. k0 + n) over `rows` rows; `idx` adds the loop's offset.
   void k_step(int rows, int u, int32_t off, int n, bool idx);
   // ymm0 = the eight accumulators' sums (lane r: row r).
@@ -63,8 +76,19 @@ class DotGen {
   ax::Vec acc2(int r) const { return v_.vec(16 + r); }
   ax::Vec vin2(int u) const { return v_.vec(16 + kRows + u); }
   ax::Vec xrow(int r) const { return v_.vec(16 + kRows + kUnroll + r % 4); }
+  // Groups of four rows (quad_): vector j's accumulator for row r of a group, its j-th input
+  // and row r's load. Vectors 0 and 1 sit where reduce() takes them (acc(0..7)), 2 and 3 where
+  // acc2 does. AVX2 (16 registers, two vectors): rows loaded into ymm8-9, tmp() ymm10 the mask.
+  ax::Vec acc_quad(int j, int r) const { return v_.vec((j >= 2 ? 16 : 0) + (j % 2) * 4 + r); }
+  ax::Vec vin_quad(int j) const { return v_.vec(12 + j); }
+  ax::Vec xrow_quad(int r) const { return v_.avx512() ? xrow(r) : v_.vec(8 + r % 2); }
   // Reduce, epilogue and store of the second vector's sums (moved into acc(0..7) first).
   void second_vector(int rows);
+  // Reduce, epilogue and store of three or four vectors' sums (each pair's in acc(0..7) when
+  // reduced: ymm0 = [the first's rows | the second's]).
+  void quad_vectors(int rows);
+  // out_ (and the residual, bias and column scale) to the next vector's outputs (+1) or back.
+  void step_vector(int sign);
   ax::Vec ymm(int i) const { return y_.vec(i); }
   ax::Mem xmem(int r, int32_t off, bool idx) const {
     const int32_t disp = int32_t(r * d_.b_rs * 4) + off;
@@ -76,6 +100,9 @@ class DotGen {
   VecEmitter v_;  // the ISA's vectors: the K loop
   VecEmitter y_;  // ymm: the reduced sums and the epilogue (eight outputs)
   int vl_;
+  int vecs_;        // vectors per pass (d.rows)
+  bool quad_;       // groups of four rows of X, each row's vector of K loaded once for all vectors
+  int group_rows_;  // rows of X per group
   // args, v, X, out arrive as the call's arguments (KernelFn); xe_/ve_: X's group and v past the
   // looped part of K; idx_: the loop's (negative) byte offset; the group counter; bias, residual;
   // the column scale (r12, saved only by kernels that have one).
@@ -86,6 +113,7 @@ class DotGen {
 };
 
 void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx) {
+  if (quad_) return k_step_quad(rows, off, n, idx);
   const ax::Vec v = vin(u);
   const ax::Mem vm = idx ? ax::ptr(ve_, idx_, 0, off) : ax::ptr(ve_, off);
   if (d_.rows == 2) {
@@ -120,6 +148,25 @@ void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx) {
   for (int r = 0; r < rows; ++r) {
     v_.load_masked(t, xmem(r, off, idx), n, mask);
     a_.vfmadd231ps(acc(r), v, t);
+  }
+}
+
+void DotGen::k_step_quad(int rows, int32_t off, int n, bool idx) {
+  for (int j = 0; j < vecs_; ++j) {
+    const int32_t o = off + int32_t(j * d_.a_rs * 4);
+    const ax::Mem vm = idx ? ax::ptr(ve_, idx_, 0, o) : ax::ptr(ve_, o);
+    if (n == vl_)
+      a_.vmovups(vin_quad(j), vm);
+    else  // masked lanes zero (AVX-512: the mask is k1; AVX2: loaded into tmp())
+      v_.load_masked(vin_quad(j), vm, n, tmp());
+  }
+  for (int r = 0; r < rows; ++r) {
+    const ax::Vec x = xrow_quad(r);
+    if (n == vl_)
+      a_.vmovups(x, xmem(r, off, idx));
+    else
+      v_.load_masked(x, xmem(r, off, idx), n, tmp());
+    for (int j = 0; j < vecs_; ++j) a_.vfmadd231ps(acc_quad(j, r), vin_quad(j), x);
   }
 }
 
@@ -192,28 +239,54 @@ void DotGen::epilogue_store(int rows) {
                   uint8_t(r % 4));
 }
 
-void DotGen::second_vector(int rows) {
-  for (int r = 0; r < kRows; ++r) a_.vmovaps(acc(r), acc2(r));
-  reduce();
+void DotGen::step_vector(int sign) {
   // a_rows: the next column's bias and column scale values
   const bool bias_step = d_.has_bias && d_.bias_bcast;
   const bool cs_step = d_.has_col_scale && d_.bias_bcast;
-  a_.mov(idx_, ax::ptr(args_, arg(offsetof(KernelArgs, ldc_bytes))));
-  a_.add(out_, idx_);
-  if (d_.has_residual) a_.add(res_, ax::ptr(args_, arg(offsetof(KernelArgs, ldr_bytes))));
-  if (bias_step) a_.add(bias_, 4);
-  if (cs_step) a_.add(cs_, 4);
+  const ax::Mem ldc = ax::ptr(args_, arg(offsetof(KernelArgs, ldc_bytes)));
+  const ax::Mem ldr = ax::ptr(args_, arg(offsetof(KernelArgs, ldr_bytes)));
+  if (sign > 0) {
+    a_.add(out_, ldc);
+    if (d_.has_residual) a_.add(res_, ldr);
+    if (bias_step) a_.add(bias_, 4);
+    if (cs_step) a_.add(cs_, 4);
+  } else {
+    a_.sub(out_, ldc);
+    if (d_.has_residual) a_.sub(res_, ldr);
+    if (bias_step) a_.sub(bias_, 4);
+    if (cs_step) a_.sub(cs_, 4);
+  }
+}
+
+void DotGen::second_vector(int rows) {
+  for (int r = 0; r < kRows; ++r) a_.vmovaps(acc(r), acc2(r));
+  reduce();
+  step_vector(+1);
   epilogue_store(rows);
-  a_.mov(idx_, ax::ptr(args_, arg(offsetof(KernelArgs, ldc_bytes))));
-  a_.sub(out_, idx_);
-  if (d_.has_residual) a_.sub(res_, ax::ptr(args_, arg(offsetof(KernelArgs, ldr_bytes))));
-  if (bias_step) a_.sub(bias_, 4);
-  if (cs_step) a_.sub(cs_, 4);
+  step_vector(-1);
+}
+
+void DotGen::quad_vectors(int rows) {
+  const ax::Ymm held = ax::ymm(9);  // the second vector's sums while the first's are stored
+  for (int pair = 0; pair * 2 < vecs_; ++pair) {
+    if (pair)
+      for (int r = 0; r < kRows; ++r) a_.vmovaps(acc(r), acc2(r));
+    reduce();
+    a_.vextractf128(ax::xmm(9), ax::ymm(0), 1);
+    if (pair) step_vector(+1);
+    epilogue_store(rows);
+    if (pair * 2 + 1 < vecs_) {
+      a_.vmovaps(ax::ymm(0), held);
+      step_vector(+1);
+      epilogue_store(rows);
+    }
+  }
+  for (int j = 1; j < vecs_; ++j) step_vector(-1);
 }
 
 void DotGen::group(int rows) {
   for (int r = 0; r < kRows; ++r) v_.zero(acc(r));
-  if (d_.rows == 2)
+  if (v_.avx512() && d_.rows >= 2)
     for (int r = 0; r < kRows; ++r) v_.zero(acc2(r));
   const int32_t vbytes = int32_t(vl_ * 4);
   const int64_t kvec = d_.K / vl_;  // whole vectors of K
@@ -233,6 +306,7 @@ void DotGen::group(int rows) {
     k_step(rows, int(i % kUnroll), int32_t(i * vbytes), vl_, false);
   const int tail = int(d_.K % vl_);
   if (tail) k_step(rows, int(rest % kUnroll), int32_t(rest * vbytes), tail, false);
+  if (quad_) return quad_vectors(rows);
   reduce();
   epilogue_store(rows);
   if (d_.rows == 2) second_vector(rows);
@@ -253,10 +327,10 @@ void DotGen::emit() {
   a_.lea(ve_, ax::ptr(v_base_, int32_t(kloop_ * 4)));
   if (d_.has_bias) a_.mov(bias_, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
   if (d_.has_residual) a_.mov(res_, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
-  const int64_t groups = d_.cols / kRows;
-  const int rest = int(d_.cols % kRows);
+  const int64_t groups = d_.cols / group_rows_;
+  const int rest = int(d_.cols % group_rows_);
   auto step = [&](const ax::Gp& reg, int64_t stride) {
-    const int64_t bytes = kRows * stride * 4;
+    const int64_t bytes = group_rows_ * stride * 4;
     if (bytes == int64_t(int32_t(bytes))) {
       a_.add(reg, int32_t(bytes));
     } else {
@@ -267,15 +341,15 @@ void DotGen::emit() {
   auto advance = [&] {
     step(x_, d_.b_rs);
     step(out_, d_.ldc);
-    if (d_.has_bias && !d_.bias_bcast) a_.add(bias_, kRows * 4);
-    if (d_.has_col_scale && !d_.bias_bcast) a_.add(cs_, kRows * 4);
+    if (d_.has_bias && !d_.bias_bcast) a_.add(bias_, group_rows_ * 4);
+    if (d_.has_col_scale && !d_.bias_bcast) a_.add(cs_, group_rows_ * 4);
     if (d_.has_residual) step(res_, d_.ld_res);
   };
   if (groups > 0) {
     asmjit::Label loop = a_.newLabel();
     a_.mov(gcnt_, groups);
     a_.bind(loop);
-    group(kRows);
+    group(group_rows_);
     advance();
     a_.dec(gcnt_);
     a_.jnz(loop);

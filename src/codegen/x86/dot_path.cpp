@@ -18,7 +18,7 @@ namespace kiln::x86 {
 
 namespace {
 
-// Rows of A (DotOver::b_rows). On AVX-512, x @ W.T takes up to 16 rows (two a pass, dot_pair),
+// Rows of A (DotOver::b_rows). On AVX-512, x @ W.T takes up to 16 rows (four a pass, below),
 // from K = 8 M past 8 rows (dot_min_k_b_rows), where the other paths copy or pack B on every
 // call: paired plans on 2 threads against the direct and packed paths (Intel Xeon, M 9 / 12 /
 // 16, N 16-1000, K 64-1024, 126 shapes): the 105 from that K 0.87-4.0x, median 1.8x (9x21x211
@@ -36,18 +36,33 @@ constexpr int64_t kDotMaxRowsPairs = 16;
 // 1.41x from memory (4096x8x4096): the direct kernels' 8-wide rows take those.
 constexpr int64_t kDotMaxCols = 4;
 constexpr int64_t kDotGroup = 8;  // the kernel's rows per group
-// Two rows per pass (dot_pair): with several rows of A (x @ W.T), AVX-512 kernels take two rows
+// Two rows per pass: with several rows of A (x @ W.T), AVX-512 kernels take two rows
 // per pass over X's rows (dot_kernel.cpp; an odd last row alone), so X's block is read from L2
 // half as often and the first pass, from memory, does twice the FMAs. Intel Xeon, paired plans,
 // 2 threads, against one row per pass: 2x4096x4096 1.39x (B rotated over 4 copies, from memory:
 // 1.31x), 4x4096x4096 1.37x, 8x4096x4096 1.45x (1.42x), 8x4096x1024 1.29x (1.33x), 4x1024x1024
 // 1.59x, 3x1024x1000 1.37x, 5x2048x2048 (from memory) 1.28x; one thread 1.32-1.81x (2x64x1024
-// 1.81x). AVX2 has 16 vector registers: its kernels keep one row (eight accumulators).
+// 1.81x). AVX2 has 16 vector registers: two rows per pass there (below).
 // The same for A @ B with 2-4 columns (a_rows: two of B's columns per pass over A's rows; Intel
 // Xeon, paired plans, against one column per pass, 2 threads): 4096x2x4096 1.34x, 2048x2x512
 // 1.33x, 300x2x300 1.37x, 2048x3x2048 1.20x, 300x4x300 1.49x, 8192x4x256 1.24x, 1000x4x1000
 // 1.49x, 4096x4x4096 1.40x; one thread 100x2x100 1.24x, 64x4x64 1.11x, 8x2x1000 1.19x, 300x3x300
 // 1.37x, 4096x2x4096 1.34x.
+// Four vectors per pass (three where only three are left): each element of X is loaded once for
+// four dot products, half the loads of X that two pairs take, and where X's rows are not on
+// 64-byte lines each of those loads is split across two. Intel Xeon (Emerald Rapids), paired
+// plans, 2 threads, against pairs: A @ B 45x4x554 1.22x (A's rows on 64-byte lines, 45x4x560:
+// 1.15x), 100x4x554 1.19x, 1000x4x300 1.15x, 8192x4x256 1.28x, 1000x4x1000 1.31x, 300x3x300
+// 1.18x, 64x4x64 1.04x, 8x4x1000 1.48x; x @ W.T 3x1024x1024 1.36x, 4x1024x1024 1.21x,
+// 4x4096x4096 1.25x, 3x4096x4096 1.28x, 4x4096x1024 1.38x, 4x16x4096 1.12x, 4x100x300 1.19x,
+// 8x1024x1024 1.36x, 16x1000x1024 1.38x, 8x4096x4096 1.15x, 12x1000x211 1.06x, 9x21x211 1.02x;
+// the one loss 7x33x64 0.98x. AVX2 (16 registers) takes two in groups of four rows of X (eight
+// accumulators), against one vector per pass (KILN_ISA=avx2 on the same Xeon): A @ B 45x4x554
+// 1.27x, 300x3x300 1.17x, 8x4x1000 1.22x, 1000x4x1000 1.51x, 64x4x64 1.09x, 2048x2x512 1.23x,
+// 300x2x300 1.24x; x @ W.T 2x1024x1024 1.44x, 4x1024x1024 1.52x, 4x4096x4096 1.32x, 8x1024x1024
+// 1.56x, 8x4096x1024 1.44x, 3x1024x200 1.17x, 8x64x4096 1.47x, 7x33x64 1.10x, 8x2000x300 1.17x.
+constexpr int64_t kDotMaxVecs = 4;
+constexpr int64_t kDotMaxVecsAvx2 = 2;
 // Elements of X a task reads at least: below it, fewer tasks (a pool dispatch costs a few us).
 constexpr int64_t kDotMinTaskElems = 16 * 1024;
 
@@ -127,18 +142,23 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   d.ldc = over == DotOver::a_rows && nout > 1 ? p.ldc : 1;
   d.ld_res = !base.has_residual ? 0 : over == DotOver::a_rows && nout > 1 ? p.epi.ld_residual : 1;
   d.bias_bcast = over == DotOver::a_rows && (base.has_bias || base.has_col_scale);
-  // On AVX-512, two vectors per pass over X (dot_pair): rows of A (b_rows) or columns of B
-  // (a_rows). The second one's offset is an immediate: A's row stride or B's column stride, or K
-  // where run_dot copies them (their elements not unit-stride along K).
+  // On AVX-512, several vectors per pass over X: rows of A (b_rows) or columns of B (a_rows).
+  // Their distance is an immediate: A's row stride or B's column stride, or K where run_dot
+  // copies them (their elements not unit-stride along K).
   const int64_t a_rs = over == DotOver::a_rows ? (p.b.row_stride == 1 ? p.b.col_stride : p.K)
                        : p.a.col_stride == 1   ? p.a.row_stride
                                                : p.K;
-  const bool pairs =
-      vrows >= 2 && isa == Isa::avx512 &&
-      (over == DotOver::b_rows
-           ? dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, p.K + mag(a_rs))
-           : dot_fits(nout == 1 ? 0 : p.a.row_stride, d.ldc, d.ld_res, p.K + mag(a_rs)));
-  const int64_t passes = pairs ? ceil_div(vrows, 2) : vrows;
+  // Vectors per pass: up to 4 on AVX-512 and 2 on AVX2 (dot_kernel.cpp), where the kernel's
+  // reach fits.
+  dot_vecs = 1;
+  const int64_t max_vecs = isa == Isa::avx512 ? kDotMaxVecs : kDotMaxVecsAvx2;
+  for (int v = int(std::min<int64_t>(vrows, max_vecs)); v > 1 && dot_vecs == 1; --v) {
+    const int64_t reach = p.K + (v - 1) * mag(a_rs);
+    if (over == DotOver::b_rows ? dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, reach)
+                                : dot_fits(nout == 1 ? 0 : p.a.row_stride, d.ldc, d.ld_res, reach))
+      dot_vecs = v;
+  }
+  const int64_t passes = ceil_div(vrows, dot_vecs);
   const int64_t tasks = std::clamp<int64_t>(nout * p.K / kDotMinTaskElems, 1, std::max(1, threads));
   chunk = round_up(ceil_div(nout, tasks), kDotGroup);
   // Several passes: X walked in blocks that stay in a cache while every pass reads them, so X
@@ -160,12 +180,14 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   for (int last = 0; last < 2; ++last) {
     if (!last && nblocks == 1) continue;
     d.cols = last ? nout - (nblocks - 1) * dot_block : dot_block;
-    if (!pairs || vrows % 2) dot[last] = use(d);
-    if (pairs) {
-      KernelDesc d2 = d;
-      d2.rows = 2;
-      d2.a_rs = a_rs;
-      dot_pair[last] = use(d2);
+    // The passes' kernel, and one for the vectors left after them (vrows % dot_vecs).
+    for (int rest = 0; rest < 2; ++rest) {
+      const int64_t vecs = rest ? vrows % dot_vecs : dot_vecs;
+      if (vecs == 0) continue;
+      KernelDesc dv = d;
+      dv.rows = vecs;
+      dv.a_rs = vecs > 1 ? a_rs : 0;
+      (rest ? dot_rest : dot)[last] = use(dv);
     }
   }
 }
@@ -197,8 +219,9 @@ void GemmPlan::Impl::run_dot(const GemmProblem& p, ThreadPool* pool) const {
         const int last = j0 / dot_block == nblocks - 1;
         for (int64_t i = 0; i < vrows; ++i) {
           // a_rows: outputs j0.. down C's column i (bias[i] for all); b_rows: along C's row i. A
-          // pair's second vector writes C's next column (a_rows) or row, its residual likewise.
-          const bool pair = dot_pair[last] && i + 1 < vrows;
+          // kernel's further vectors write C's next columns (a_rows) or rows, their residuals
+          // likewise.
+          const int64_t vecs = std::min<int64_t>(dot_vecs, vrows - i);
           const int64_t out = over_a ? j0 * p.ldc + i : i * p.ldc + j0;
           const int64_t ldr = p.epi.ld_residual;
           const int64_t next_out = over_a ? 1 : p.ldc, next_res = over_a ? 1 : ldr;
@@ -206,12 +229,13 @@ void GemmPlan::Impl::run_dot(const GemmProblem& p, ThreadPool* pool) const {
               nullptr,
               p.epi.residual ? p.epi.residual + (over_a ? j0 * ldr + i : i * ldr + j0) : nullptr,
               0,
-              pair ? next_out * 4 : 0,
-              pair ? next_res * 4 : 0,
+              vecs > 1 ? next_out * 4 : 0,
+              vecs > 1 ? next_res * 4 : 0,
               p.epi.scale};
           set_columns(args, p.epi, over_a ? i : j0);
-          (pair ? dot_pair[last] : dot[last])->fn(&args, v + i * v_rs, x + j0 * x_rs, p.c + out);
-          if (pair) ++i;
+          (vecs == dot_vecs ? dot : dot_rest)[last]->fn(&args, v + i * v_rs, x + j0 * x_rs,
+                                                        p.c + out);
+          i += vecs - 1;
         }
       }
     }

@@ -232,13 +232,20 @@ int64_t direct_rows_cap(const GemmProblem& p, Isa isa, const CacheSizes& caches)
 // from 128 columns and 3 rows packing pays or ties: 4x128x4096 1.03x, 4x256x1024 1.11x,
 // 8x128x4096 0.91x, 8x256x1024 0.89x, 3x1024x1024 0.66x, 3x4096x4096 0.94x, 4x1024x1024 0.74x,
 // 4x4096x4096 0.92x, 8x1024x1024 0.57x, 8x4096x1024 0.49x, 8x4096x4096 0.65x.
+// Since up to four rows a pass (AVX-512) and two on AVX2, the multi-row rule is kept for both.
+// Probe of plans side by side (B in L2, 2 threads, Emerald Rapids), read in place against
+// packed once: AVX-512 3x1024x1024 1.15x, 4x1024x1024 1.34x, 4x256x1024 1.29x, 3x4096x4096
+// 0.96x, 4x4096x4096 0.86x, 4x128x4096 0.91x, 8x1024x1024 0.60x, 8x64x4096 0.67x; AVX2
+// 2x4096x4096 1.11x, 4x64x4096 1.26x, 8x64x4096 0.99x, 3x1024x1024 0.75x, 4x128x4096 0.94x,
+// 8x4096x4096 0.57x. The same probe at the commit before put 8x64x4096 at 0.55x, not the 2.31x
+// above (the packed path has changed since): the narrow, many-row corner is not settled.
 constexpr int64_t kDotPackedMinCols = 64;
 constexpr int64_t kDotPairsPackedMinRows = 3;
 constexpr int64_t kDotPairsPackedMinCols = 128;
 bool GemmPlan::prepacked_b_pays() const {
   const Impl& s = *impl_;
   if (s.path == Path::edge_split) return s.split_main->prepacked_b_pays();
-  const bool pairs = s.dot_pair[1] != nullptr;
+  const bool pairs = s.dot_vecs > 1;
   // A direct kernel over a B without unit column stride copies it row-major on every call.
   return (s.path == Path::packed && s.blk.tk == 1) || s.path == Path::skinny ||
          ((s.path == Path::direct || s.path == Path::direct_rows) && s.copy_b) ||

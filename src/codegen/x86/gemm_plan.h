@@ -95,10 +95,11 @@ struct GemmPlan::Impl {
   // problem's last block].
   DotOver dot_over = DotOver::none;
   int64_t dot_block = 0;
+  // dot[] takes dot_vecs vectors (rows of A for b_rows, columns of B for a_rows) a pass; on
+  // AVX-512 up to four. The vectors left after those passes (vrows % dot_vecs) by dot_rest[].
   const Kernel* dot[2] = {};
-  // b_rows on AVX-512: two rows of A at a time (kernels by [the problem's last block]), an odd
-  // last row by dot[].
-  const Kernel* dot_pair[2] = {};
+  const Kernel* dot_rest[2] = {};
+  int dot_vecs = 1;
   // edge_split (edge_split.cpp): all of C but its last column on split_main (a direct plan),
   // the last column on split_edge (a dot plan, A @ b).
   std::shared_ptr<const GemmPlan> split_main, split_edge;

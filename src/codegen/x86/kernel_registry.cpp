@@ -67,7 +67,7 @@ std::string KernelDesc::name() const {
   } else if (kind == KernelKind::dot) {
     s += "_N" + num(cols) + "K" + num(K) + "_b" + num(b_rs);
     if (ldc != 1) s += "_c" + num(ldc);
-    if (rows == 2) s += "_v2a" + num(a_rs);
+    if (rows >= 2) s += "_v" + num(rows) + "a" + num(a_rs);
   } else {
     s += "_M" + num(rows) + "N" + num(cols) + "K" + num(K) + "_a" + num(a_rs) + "," + num(a_cs) +
          "_b" + num(b_rs) + "_c" + num(ldc);
