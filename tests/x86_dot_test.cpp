@@ -69,14 +69,22 @@ TEST_CASE("x86 gemm: GEMV-like layouts read along rows take the dot or stream pa
       return path_taken(*GemmPlan::make(c.problem(), isa, 2), c, pool2());
     };
     INFO(isa_name(isa));
-    // x @ W.T: M = 1 and up to 8 rows, 16 on AVX-512 (before: packed, B packed on every call;
-    // small: direct with B copied), in or above the small volume.
+    // x @ W.T: M = 1 and up to 8 rows, 16 on AVX-512; from 128 columns 16 on AVX2 and 32 on
+    // AVX-512 (before: packed, B packed on every call; small: direct with B copied), in or
+    // above the small volume.
+    const bool avx512 = isa == Isa::avx512;
     CHECK(path_of({1, 4096, 1024}, Layout::row_major, Layout::transposed, 3) == "dot");
     CHECK(path_of({1, 64, 64}, Layout::row_major, Layout::transposed, 3) == "dot");
     CHECK(path_of({8, 1000, 512}, Layout::row_major, Layout::transposed, 3) == "dot");
-    CHECK(path_of({9, 1000, 512}, Layout::row_major, Layout::transposed, 3) ==
-          (isa == Isa::avx512 ? "dot" : "packed"));
-    CHECK(path_of({17, 1000, 512}, Layout::row_major, Layout::transposed, 3) == "packed");
+    CHECK(path_of({9, 1000, 512}, Layout::row_major, Layout::transposed, 3) == "dot");
+    CHECK(path_of({9, 127, 512}, Layout::row_major, Layout::transposed, 3) ==
+          (avx512 ? "dot" : "direct"));
+    CHECK(path_of({16, 128, 512}, Layout::row_major, Layout::transposed, 3) == "dot");
+    CHECK(path_of({17, 1000, 512}, Layout::row_major, Layout::transposed, 3) ==
+          (avx512 ? "dot" : "packed"));
+    CHECK((path_of({32, 128, 512}, Layout::row_major, Layout::transposed, 3) == "dot") == avx512);
+    CHECK(path_of({17, 127, 512}, Layout::row_major, Layout::transposed, 3) != "dot");
+    CHECK(path_of({33, 1000, 512}, Layout::row_major, Layout::transposed, 3) == "packed");
     // One output column with C's rows apart: B's one row along K (its column stride unused).
     CHECK(path_of({4, 1, 1024}, Layout::row_major, Layout::transposed, 3) == "dot");
     // A @ b (N = 1): A's rows along K, C one contiguous column.
@@ -132,12 +140,15 @@ TEST_CASE("x86 gemm: a K too short for the dot path takes the direct kernels", "
     CHECK(path_of({1, 1000, 2}, Layout::transposed) == "dot");
     CHECK(path_of({3, 1000, avx512 ? 5 : 2}, Layout::transposed) == "direct");
     CHECK(path_of({3, 1000, avx512 ? 6 : 3}, Layout::transposed) == "dot");
-    // 9-16 rows on AVX-512 only, from K = 8 M; one column keeps 8 rows.
+    // 9-16 rows (AVX2 from 128 columns), 17-32 on AVX-512 from 128 columns, from K = 8 M; one
+    // column keeps 8 rows.
     CHECK(path_of({9, 21, 71}, Layout::transposed) != "dot");
     CHECK(path_of({9, 21, 72}, Layout::transposed) == (avx512 ? "dot" : "direct"));
     CHECK(path_of({16, 1000, 127}, Layout::transposed) != "dot");
-    CHECK(path_of({16, 1000, 128}, Layout::transposed) == (avx512 ? "dot" : "packed"));
-    CHECK(path_of({17, 1000, 1024}, Layout::transposed) != "dot");
+    CHECK(path_of({16, 1000, 128}, Layout::transposed) == "dot");
+    CHECK(path_of({17, 1000, 135}, Layout::transposed) != "dot");
+    CHECK(path_of({17, 1000, 136}, Layout::transposed) == (avx512 ? "dot" : "packed"));
+    CHECK(path_of({33, 1000, 1024}, Layout::transposed) != "dot");
     CHECK(path_of({9, 1, 1024}, Layout::transposed) == "dot");  // A's rows: a_rows
     {
       Case c({9, 1, 1024}, Layout::transposed, Layout::transposed, EpiKind{}, 4051, 0);
@@ -152,8 +163,9 @@ TEST_CASE("x86 gemm: x @ W.T on the dot path matches the reference", "[x86][gemm
   const std::vector<int64_t> ks = {1, 5, 8, 13, 16, 31, 32, 33, 100, 1000};
   const std::vector<int64_t> ns = {1, 7, 8, 9, 17, 100, 333};
   // M: up to four rows of A per kernel call on AVX-512 (two on AVX2), the rows left by another;
-  // 9-16 rows on AVX-512 from K = 8 M (the others on the direct or packed path).
-  const std::vector<int64_t> ms = {1, 2, 3, 5, 8, 9, 16};
+  // 9-16 rows on AVX-512, and from 128 columns 17-32 (AVX2 9-16), from K = 8 M (the others on
+  // the direct or packed path).
+  const std::vector<int64_t> ms = {1, 2, 3, 5, 8, 9, 16, 23, 32};
   const Layout a_layouts[] = {Layout::row_major, Layout::strided, Layout::transposed,
                               Layout::reversed_rows, Layout::padded};
   const Layout b_layouts[] = {Layout::transposed, Layout::transposed_padded};

@@ -26,8 +26,22 @@ namespace {
 // 0.90x, 16x16x128 0.91x); at K = 64 0.66-1.29x. Past 16 rows the packed path wins as often as
 // not (32x64x300 0.64x, 32x1000x128 0.91x, 24x256x300 1.61x). AVX2 (one row a pass) at 9-16
 // rows: 0.60-1.77x (16x64x211 0.60x, 12x16x1024 0.78x), so 8 there. One column (N = 1) keeps 8.
+// With four rows a pass (two on AVX2), from kDotWideMinCols columns twice the rows, from K = 8 M
+// (paired plans, 2 threads, Emerald Rapids, against the paths taken before): AVX-512 17-32 rows
+// 17x1000x256 2.22x, 17x2000x300 1.37x, 24x256x300 1.65x, 24x1000x192 1.38x, 24x4096x1024 1.46x,
+// 25x300x1000 1.38x, 28x200x256 1.47x, 30x512x256 1.40x, 32x128x256 1.24x, 32x128x512 1.42x,
+// 32x1000x1024 1.54x, 32x1074x745 1.01x, 32x2048x2048 1.24x, 32x4096x4096 1.17x, 32x4096x256
+// 1.13x, 32x128x4096 1.09x; the misses 17x128x136 0.90x, 18x128x144 0.95x, 32x4096x11008 0.96x,
+// 32x11008x4096 0.98x; AVX2 9-16 rows 16x1000x1024 1.41x, 12x4096x1024 1.32x, 16x256x512 1.83x,
+// 10x128x300 1.75x, 9x1000x211 1.77x, 16x4096x4096 1.17x, the miss 16x128x128 0.95x. Narrower,
+// the direct path (B copied) holds its own: AVX-512 20x64x300 0.91x, 32x64x300 0.67x, 20x96x300
+// 0.85x, 32x16x1024 0.96x, but 24x64x512 1.70x, 32x100x512 1.81x; AVX2 16x64x211 0.80x,
+// 12x16x1024 0.95x, but 9x21x211 1.69x. Past 32 rows the packed path's kernels catch up (AVX-512
+// 48x4096x4096 0.96x, 64x4096x4096 0.87x; 64x1000x1024 1.22x).
 constexpr int64_t kDotMaxRows = 8;
 constexpr int64_t kDotMaxRowsPairs = 16;
+constexpr int64_t kDotWideMinCols = 128;
+constexpr int64_t kDotMaxRowsWide[2] = {16, 32};  // [avx512]
 // Columns of B (DotOver::a_rows). Against the direct, direct_rows and packed paths (Zen 3, kiln /
 // OpenBLAS in separate processes, 2 threads): 2-4 columns 1.08-3.5x (4096x2x4096 1.79x -> 2.76x,
 // 2048x2x512 1.53x -> 3.59x, 300x2x300 1.50x -> 5.21x, 2048x3x2048 1.48x -> 3.21x, 300x4x300
@@ -98,11 +112,14 @@ int64_t dot_min_k(int64_t M, int64_t N, Isa isa) {
 // (1.17x), M = 3 K = 8 1.05x, M = 4 K = 8 0.88x and K = 12 1.34x, M = 8 K = 3 0.31x, K = 12
 // 0.77x, K = 16 0.98x, K = 32 1.44x; AVX2 (one row of A a pass) from about K = M: 8 rows K = 3
 // 0.58x, K = 8 1.00x, 6 rows K = 4 0.80x, 4 rows K = 4 1.29x.
+// Past 8 rows (AVX2 too, from kDotWideMinCols columns) from K = 8 M.
 int64_t dot_min_k_b_rows(int64_t M, Isa isa) {
+  if (M > kDotMaxRows) return 8 * M;
   if (isa != Isa::avx512) return M;
-  return M < 4 ? 2 * M : M <= kDotMaxRows ? 4 * M : 8 * M;
+  return M < 4 ? 2 * M : 4 * M;
 }
 int64_t dot_max_rows(int64_t N, Isa isa) {
+  if (N >= kDotWideMinCols) return kDotMaxRowsWide[isa == Isa::avx512];
   return isa == Isa::avx512 && N > 1 ? kDotMaxRowsPairs : kDotMaxRows;
 }
 
