@@ -127,9 +127,17 @@ TEST_CASE("x86 gemm: a K too short for the dot path takes the direct kernels", "
     CHECK(path_of({100, 3, 32}, Layout::row_major) == "dot");
     CHECK(path_of({100, 4, 47}, Layout::row_major) == "direct");
     CHECK(path_of({100, 4, 48}, Layout::row_major) == "dot");
-    // 9-16 rows twice the K, 8 or fewer (one column) four times.
+    // 9-16 rows twice the K, 8 or fewer (one column) four times; with 3-4 columns on AVX-512
+    // (one pass) 8-16 rows from K = 64.
     CHECK(path_of({16, 2, 31}, Layout::row_major) == "direct");
     CHECK(path_of({16, 2, 32}, Layout::row_major) == "dot");
+    CHECK(path_of({8, 4, 63}, Layout::row_major) == "direct");
+    CHECK(path_of({8, 4, 64}, Layout::row_major) == (avx512 ? "dot" : "direct"));
+    CHECK(path_of({16, 3, 63}, Layout::row_major) == "direct");
+    CHECK(path_of({16, 3, 64}, Layout::row_major) == "dot");
+    CHECK(path_of({16, 4, 95}, Layout::row_major) == (avx512 ? "dot" : "direct"));
+    CHECK(path_of({8, 4, 191}, Layout::row_major) == (avx512 ? "dot" : "direct"));
+    CHECK(path_of({8, 4, 192}, Layout::row_major) == "dot");
     CHECK(path_of({1, 1, 1}, Layout::row_major) == "direct");
     CHECK(path_of({4, 1, avx512 ? 31 : 15}, Layout::row_major) == "direct");
     CHECK(path_of({4, 1, avx512 ? 32 : 16}, Layout::row_major) == "dot");
@@ -542,8 +550,8 @@ TEST_CASE("x86 gemm: A @ B with 2-4 columns takes them all in one pass on AVX-51
   const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
                               Layout::transposed_padded};
   int variant = 0;
-  for (Shape s :
-       std::vector<Shape>{{8, 2, 65}, {100, 4, 1000}, {33, 3, 64}, {1000, 2, 21}, {45, 4, 554}}) {
+  for (Shape s : std::vector<Shape>{
+           {8, 2, 65}, {100, 4, 1000}, {33, 3, 64}, {1000, 2, 21}, {45, 4, 554}, {8, 4, 64}}) {
     for (int e = 0; e < 4; ++e) {
       Case c(s, variant % 2 ? Layout::padded : Layout::reversed_rows, b_layouts[variant % 4],
              kEpilogueCycle[e], uint32_t(4700 + variant), 5);

@@ -102,9 +102,16 @@ bool dot_fits(int64_t x_row_stride, int64_t out_stride, int64_t res_stride, int6
 // 0.60x, 4x1x32 1.08x, 8x1x16 0.81x, 8x2x64 1.05x). AVX2 (direct rows half as wide): N = 1 K = 4
 // 0.48x, 1.04x, 1.48x, 1.23x, from N = 2 as AVX-512. Where rows disagree the lower K is taken
 // (1000x2x16 keeps the dot path at 0.77x; 1000x1x6 leaves it at 0.88x).
+// With all 3-4 columns in one pass (AVX-512), 8-16 rows from K = 64 (paired plans against the
+// direct kernels, 2 threads, Emerald Rapids): 8x4x64 1.05x, 8x4x80 1.16x, 8x4x96 1.26x,
+// 10x4x64 1.04x, 12x4x64 1.15x, 16x4x64 1.20x, 16x4x80 1.37x, 8x3x64 1.16x, 8x3x96 1.36x,
+// 16x3x48 1.18x; below it 8x4x48 0.86x, 12x4x48 0.96x, 16x4x48 1.02x, 8x3x32 0.73x, 16x3x32
+// 0.87x, 12x3x40 0.84x. From 17 rows the table's K stands (1000x4x32 0.63x, 1000x3x24 0.53x).
 constexpr int64_t kDotMinK[2][kDotMaxCols] = {{4, 16, 32, 48}, {8, 16, 32, 48}};  // [avx512][N-1]
+constexpr int64_t kDotMinKFewRowsOnePass = 64;
 int64_t dot_min_k(int64_t M, int64_t N, Isa isa) {
   const int64_t k = kDotMinK[isa == Isa::avx512][N - 1];
+  if (isa == Isa::avx512 && N >= 3 && M <= 16) return kDotMinKFewRowsOnePass;
   return M <= 8 ? 4 * k : M <= 16 ? 2 * k : k;
 }
 // The same for x @ W.T over M rows of A and several columns (b_rows; the other path a direct
