@@ -131,13 +131,19 @@ TEST_CASE("x86 gemm: a K too short for the dot path takes the direct kernels", "
     // (one pass) 8-16 rows from K = 64.
     CHECK(path_of({16, 2, 31}, Layout::row_major) == "direct");
     CHECK(path_of({16, 2, 32}, Layout::row_major) == "dot");
+    // (AVX2, two columns a pass: 8 rows from 3 k with two columns, 2 k with three or four.)
+    CHECK(path_of({8, 2, avx512 ? 63 : 47}, Layout::row_major) == "direct");
+    CHECK(path_of({8, 2, avx512 ? 64 : 48}, Layout::row_major) == "dot");
+    CHECK(path_of({8, 3, 63}, Layout::row_major) == "direct");
+    CHECK(path_of({8, 3, 64}, Layout::row_major) == "dot");
     CHECK(path_of({8, 4, 63}, Layout::row_major) == "direct");
     CHECK(path_of({8, 4, 64}, Layout::row_major) == (avx512 ? "dot" : "direct"));
+    CHECK(path_of({8, 4, 96}, Layout::row_major) == "dot");
     CHECK(path_of({16, 3, 63}, Layout::row_major) == "direct");
     CHECK(path_of({16, 3, 64}, Layout::row_major) == "dot");
     CHECK(path_of({16, 4, 95}, Layout::row_major) == (avx512 ? "dot" : "direct"));
-    CHECK(path_of({8, 4, 191}, Layout::row_major) == (avx512 ? "dot" : "direct"));
-    CHECK(path_of({8, 4, 192}, Layout::row_major) == "dot");
+    CHECK(path_of({12, 4, 95}, Layout::row_major) == (avx512 ? "dot" : "direct"));
+    CHECK(path_of({12, 4, 96}, Layout::row_major) == "dot");
     CHECK(path_of({1, 1, 1}, Layout::row_major) == "direct");
     CHECK(path_of({4, 1, avx512 ? 31 : 15}, Layout::row_major) == "direct");
     CHECK(path_of({4, 1, avx512 ? 32 : 16}, Layout::row_major) == "dot");

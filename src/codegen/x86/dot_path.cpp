@@ -107,11 +107,16 @@ bool dot_fits(int64_t x_row_stride, int64_t out_stride, int64_t res_stride, int6
 // 10x4x64 1.04x, 12x4x64 1.15x, 16x4x64 1.20x, 16x4x80 1.37x, 8x3x64 1.16x, 8x3x96 1.36x,
 // 16x3x48 1.18x; below it 8x4x48 0.86x, 12x4x48 0.96x, 16x4x48 1.02x, 8x3x32 0.73x, 16x3x32
 // 0.87x, 12x3x40 0.84x. From 17 rows the table's K stands (1000x4x32 0.63x, 1000x3x24 0.53x).
+// AVX2 (two columns a pass) with 8 rows and 2-4 columns: from K = 3 k (N = 2) or 2 k, not 4 k:
+// 8x2x48 1.24x, 8x2x56 1.39x, 8x3x64 1.09x, 8x3x96 1.24x, 8x4x96 1.06x (8x2x32 0.99x, 8x3x32
+// 0.78x, 8x4x64 0.95x); 9-15 rows keep 2 k (at k: 9x3x40 0.89x, 10x3x32 0.80x, 11x4x50 0.76x,
+// 12x4x48 0.89x, though 16x4x48 1.12x).
 constexpr int64_t kDotMinK[2][kDotMaxCols] = {{4, 16, 32, 48}, {8, 16, 32, 48}};  // [avx512][N-1]
 constexpr int64_t kDotMinKFewRowsOnePass = 64;
 int64_t dot_min_k(int64_t M, int64_t N, Isa isa) {
   const int64_t k = kDotMinK[isa == Isa::avx512][N - 1];
   if (isa == Isa::avx512 && N >= 3 && M <= 16) return kDotMinKFewRowsOnePass;
+  if (isa != Isa::avx512 && N >= 2 && M <= 8) return (N == 2 ? 3 : 2) * k;
   return M <= 8 ? 4 * k : M <= 16 ? 2 * k : k;
 }
 // The same for x @ W.T over M rows of A and several columns (b_rows; the other path a direct
