@@ -59,8 +59,7 @@ class DotGen {
  private:
   // One group of `rows` rows of X: their sums, the epilogue, the store of `rows` outputs.
   void group(int rows);
-  // k_step in groups of four rows (quad_): acc_quad(j, r) += v_j[k0 .. k0 + n) * X[r, k0 .. k0 +
-  // n).
+  // k_step in groups of four rows (quad_): acc_quad(j, r) += v_j[k0, k0 + n) * X[r, k0, k0 + n).
   void k_step_quad(int rows, int32_t off, int n, bool idx);
   // acc(r) += v[k0 .. k0 + n) * X[r, k0 .. k0 + n) over `rows` rows; `idx` adds the loop's offset.
   void k_step(int rows, int u, int32_t off, int n, bool idx);

@@ -171,7 +171,7 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   d.ldc = over == DotOver::a_rows && nout > 1 ? p.ldc : 1;
   d.ld_res = !base.has_residual ? 0 : over == DotOver::a_rows && nout > 1 ? p.epi.ld_residual : 1;
   d.bias_bcast = over == DotOver::a_rows && (base.has_bias || base.has_col_scale);
-  // On AVX-512, several vectors per pass over X: rows of A (b_rows) or columns of B (a_rows).
+  // Several vectors per pass over X: rows of A (b_rows) or columns of B (a_rows).
   // Their distance is an immediate: A's row stride or B's column stride, or K where run_dot
   // copies them (their elements not unit-stride along K).
   const int64_t a_rs = over == DotOver::a_rows ? (p.b.row_stride == 1 ? p.b.col_stride : p.K)

@@ -95,8 +95,9 @@ struct GemmPlan::Impl {
   // problem's last block].
   DotOver dot_over = DotOver::none;
   int64_t dot_block = 0;
-  // dot[] takes dot_vecs vectors (rows of A for b_rows, columns of B for a_rows) a pass; on
-  // AVX-512 up to four. The vectors left after those passes (vrows % dot_vecs) by dot_rest[].
+  // dot[] takes dot_vecs vectors (rows of A for b_rows, columns of B for a_rows) a pass: up to
+  // four on AVX-512, two on AVX2. The vectors left after those passes (vrows % dot_vecs) by
+  // dot_rest[].
   const Kernel* dot[2] = {};
   const Kernel* dot_rest[2] = {};
   int dot_vecs = 1;

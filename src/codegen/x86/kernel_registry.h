@@ -24,7 +24,7 @@ struct KernelDesc {
   KernelKind kind = KernelKind::packed;
   int64_t isa = 0;   // Isa
   int64_t rows = 0;  // packed: valid rows of the tile (<= MR); direct: M; stream: 1; dot: vectors
-                     // (1, or on AVX-512 up to 4, each a_rs from the one before)
+                     // (up to 4 on AVX-512 and 2 on AVX2, each a_rs from the one before)
   int64_t cols = 0;  // packed: valid cols of the tile (<= NR); direct: N; stream: chunk;
                      // dot: outputs (rows of X)
   // K: direct and dot: K; packed: 0 (kc comes at run time)
