@@ -542,6 +542,28 @@ TEST_CASE("x86 gemm: A @ B with 2-4 columns takes them all in one pass on AVX-51
   const auto runs = names({1000, 4, 300}, Layout::transposed_padded, Isa::avx512);
   CHECK(count(runs, "_v4a300") == 0);  // padded: B's columns further apart than K
   CHECK(count(runs, "_v4a") == int64_t(runs.size()));
+  // Columns of B far apart (read in place, B's rows unit-stride along K): the kernel addresses
+  // its last vector with a 32-bit displacement, so fewer vectors a pass where they would not
+  // reach (plans only: nothing is allocated or run).
+  auto vectors_at = [](int64_t col_stride) {
+    GemmProblem p;
+    p.M = 100, p.N = 4, p.K = 64;
+    p.a = {nullptr, 64, 1};
+    p.b = {nullptr, 1, col_stride};
+    p.ldc = 4;
+    std::set<int> out;
+    for (const KernelInfo& k : GemmPlan::make(p, Isa::avx512, 2)->kernels()) {
+      const size_t v = k.name.find("_v");
+      out.insert(v == std::string::npos ? 1 : k.name[v + 2] - '0');
+      if (v != std::string::npos)
+        CHECK(k.name.substr(v + 4) == std::to_string(col_stride));  // "_v<n>a<stride>"
+    }
+    return out;
+  };
+  CHECK(vectors_at(100'000'000) == std::set<int>{4});
+  CHECK(vectors_at(200'000'000) == std::set<int>{1, 3});
+  CHECK(vectors_at(300'000'000) == std::set<int>{2});
+  CHECK(vectors_at(600'000'000) == std::set<int>{1});
   const auto avx2 = names({1000, 4, 512}, Layout::row_major, Isa::avx2);
   CHECK(count(avx2, "_v2a512") == int64_t(avx2.size()));
   const auto avx2_three = names({1000, 3, 512}, Layout::row_major, Isa::avx2);
