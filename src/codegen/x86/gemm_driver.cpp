@@ -240,18 +240,18 @@ int64_t direct_rows_cap(const GemmProblem& p, Isa isa, const CacheSizes& caches)
 // 8x4096x4096 0.57x. The same probe at the commit before put 8x64x4096 at 0.55x, not the 2.31x
 // above (the packed path has changed since): the narrow, many-row corner is not settled.
 constexpr int64_t kDotPackedMinCols = 64;
-constexpr int64_t kDotPairsPackedMinRows = 3;
-constexpr int64_t kDotPairsPackedMinCols = 128;
+constexpr int64_t kDotMultiPackedMinRows = 3;
+constexpr int64_t kDotMultiPackedMinCols = 128;
 bool GemmPlan::prepacked_b_pays() const {
   const Impl& s = *impl_;
   if (s.path == Path::edge_split) return s.split_main->prepacked_b_pays();
-  const bool pairs = s.dot_vecs > 1;
+  const bool multi = s.dot_vecs > 1;  // several rows of A a pass over W (dot_path.cpp)
   // A direct kernel over a B without unit column stride copies it row-major on every call.
   return (s.path == Path::packed && s.blk.tk == 1) || s.path == Path::skinny ||
          ((s.path == Path::direct || s.path == Path::direct_rows) && s.copy_b) ||
          (s.path == Path::dot && s.dot_over == DotOver::b_rows && s.M > 1 &&
-          s.N >= (pairs ? kDotPairsPackedMinCols : kDotPackedMinCols) &&
-          (!pairs || s.M >= kDotPairsPackedMinRows));
+          s.N >= (multi ? kDotMultiPackedMinCols : kDotPackedMinCols) &&
+          (!multi || s.M >= kDotMultiPackedMinRows));
 }
 
 GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
