@@ -3,7 +3,7 @@
 // measured in this run. Per shape the contenders run in paired rounds (paired.h): every ratio is
 // the median over rounds of ratios taken within a fraction of a second, with its quartiles.
 //   ninja -C build-bench gemm_bench && build-bench/benchmarks/gemm_bench [--rounds=15]
-//       [--burst=0.05] [--filter=512] [--threads=2] [--more] [--shapes=MxNxK[t],...]
+//       [--burst=0.05] [--filter=512] [--threads=2] [--more] [--shapes=MxNxK[a|t|at],...]
 //       [--align=64]
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
@@ -378,12 +378,15 @@ bool parse_shapes(const std::string& list, std::vector<Shape>& out) {
     const size_t end = std::min(list.find(',', pos), list.size());
     const std::string item = list.substr(pos, end - pos);
     long m = 0, n = 0, k = 0;
-    char tail = 0;
-    const int got = std::sscanf(item.c_str(), "%ldx%ldx%ld%c", &m, &n, &k, &tail);
-    if ((got != 3 && !(got == 4 && tail == 't' && item.back() == 't')) || m < 1 || n < 1 || k < 1)
+    int used = 0;
+    if (std::sscanf(item.c_str(), "%ldx%ldx%ld%n", &m, &n, &k, &used) != 3 || m < 1 || n < 1 ||
+        k < 1)
       return false;
-    // A trailing t: x @ W.T (B stored [N, K]).
-    out.push_back({item, m, n, k, false, false, got == 4});
+    // Suffixes: a for x.T @ w (A stored [K, M]), t for x @ W.T (B stored [N, K]), at for both.
+    const std::string tail = item.substr(size_t(used));
+    if (tail != "" && tail != "a" && tail != "t" && tail != "at") return false;
+    out.push_back({item, m, n, k, false, tail.find('a') != std::string::npos,
+                   tail.find('t') != std::string::npos});
     pos = end + 1;
   }
   return !out.empty();
@@ -410,7 +413,7 @@ Options parse(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: gemm_bench [--rounds=N] [--burst=SECONDS] [--filter=SUBSTR] [--threads=N] "
-          "[--more] [--shapes=MxNxK[t],...] [--align=64]\n");
+          "[--more] [--shapes=MxNxK[a|t|at],...] [--align=64]\n");
       std::exit(2);
     }
   }

@@ -59,8 +59,9 @@ TEST_CASE("x86 gemm: direct_rows splits M into whole row blocks per thread, or e
       {{64, 48, 100}, 4, {16}},       // 11 blocks over 4 threads (18 + 18 + 18 + 10): even
       {{120, 64, 256}, 2, {60}},      // equal chunks share one kernel
   };
-  const Layout layouts[] = {Layout::row_major, Layout::transposed,    Layout::strided,
-                            Layout::padded,    Layout::reversed_rows, Layout::broadcast_row};
+  const Layout layouts[] = {Layout::row_major,        Layout::transposed,    Layout::strided,
+                            Layout::padded,           Layout::reversed_rows, Layout::broadcast_row,
+                            Layout::transposed_padded};
   int variant = 0;
   for (const Expect& x : cases) {
     for (Layout la : layouts) {
@@ -76,9 +77,10 @@ TEST_CASE("x86 gemm: direct_rows splits M into whole row blocks per thread, or e
       auto plan = GemmPlan::make(p, Isa::avx2, x.threads, false, kZen3);
       INFO(x.s.M << "x" << x.s.N << "x" << x.s.K << " threads " << x.threads << " A "
                  << layout_name(la) << " B " << layout_name(lb) << " epilogue " << (variant % 2));
-      // A's rows must be runs (unit column stride); else the packed path.
-      const bool a_rows = la != Layout::transposed && la != Layout::strided;
-      CHECK(direct_rows_of(*plan, x.s) == (a_rows ? x.rows : std::vector<int64_t>{}));
+      // A's rows or its columns must be runs (a transposed A, here within half of L2); A
+      // strided both ways takes the packed path.
+      const bool a_runs = la != Layout::strided;
+      CHECK(direct_rows_of(*plan, x.s) == (a_runs ? x.rows : std::vector<int64_t>{}));
       // On pools of other sizes than the plan's, and none: every chunk still runs once.
       CHECK(worst_on_every_pool(*plan, c) <= 1.0);
       ++variant;
@@ -106,9 +108,17 @@ TEST_CASE("x86 gemm: direct_rows only while B fits a fifth of L2, on AVX2",
   // A transposed B is copied row-major by each thread (packing it, and A besides, ran slower:
   // 100x100x100 x @ w.T 12.2 -> 10.6 us, 256x64x200 28.4 -> 22.7 us, 2 threads, AVX-512).
   CHECK(is_direct_rows({100, 100, 100}, Layout::row_major, Layout::transposed, kZen3, Isa::avx2));
-  // So does a transposed A (each k-step of a row block would load a new line).
+  // A transposed A is read in place while it fits in half of L2 (here 262144 bytes); past that
+  // each k-step of a row block would load its lines from L3.
+  CHECK(is_direct_rows({100, 100, 100}, Layout::transposed, Layout::row_major, kZen3, Isa::avx2));
+  CHECK(is_direct_rows({256, 64, 256}, Layout::transposed, Layout::row_major, kZen3, Isa::avx2));
   CHECK_FALSE(
-      is_direct_rows({100, 100, 100}, Layout::transposed, Layout::row_major, kZen3, Isa::avx2));
+      is_direct_rows({256, 64, 257}, Layout::transposed, Layout::row_major, kZen3, Isa::avx2));
+  CHECK(is_direct_rows({256, 64, 257}, Layout::row_major, Layout::row_major, kZen3, Isa::avx2));
+  CHECK(is_direct_rows({256, 64, 256}, Layout::transposed_padded, Layout::transposed, kZen3,
+                       Isa::avx512));
+  CHECK_FALSE(
+      is_direct_rows({100, 100, 100}, Layout::strided, Layout::row_major, kZen3, Isa::avx2));
   // B's rows a page or more apart: never (the walk down B's rows stalls, see kSkinnyMaxRowBytes).
   CHECK_FALSE(is_direct_rows({64, 1024, 16}, Layout::row_major, Layout::row_major,
                              CacheSizes{8 << 20}, Isa::avx2));
@@ -145,7 +155,8 @@ TEST_CASE("x86 gemm: AVX-512 direct_rows splits M into its tiles' row blocks",
   };
   int variant = 0;
   for (const Expect& x : cases) {
-    for (Layout la : {Layout::row_major, Layout::padded, Layout::broadcast_row}) {
+    for (Layout la :
+         {Layout::row_major, Layout::padded, Layout::broadcast_row, Layout::transposed}) {
       const Layout lb = variant % 2 ? Layout::reversed_rows : Layout::row_major;
       const EpiKind e = variant % 2 ? EpiKind{Activation::silu, true, true, true} : EpiKind{};
       Case c(x.s, la, lb, e, uint32_t(7300 + variant));
@@ -220,8 +231,8 @@ TEST_CASE("x86 gemm: small problems split over the threads from kSmallSplitMinFm
           "[x86][gemm][direct_rows]") {
   // gemm_plan.h: up to the small volume, a plan for two threads or more runs direct_rows (one
   // chunk of rows per thread, handed over by ThreadPool::run_parts) from kSmallSplitMinFmas
-  // vector FMAs, where M makes two row blocks; below it, on one thread, or with A's rows not
-  // runs, one direct kernel over all of M.
+  // vector FMAs, where M makes two row blocks; below it, on one thread, or with neither A's rows
+  // nor its columns runs, one direct kernel over all of M.
   struct Expect {
     Shape s;
     Isa isa;
@@ -241,7 +252,8 @@ TEST_CASE("x86 gemm: small problems split over the threads from kSmallSplitMinFm
   };
   int variant = 0;
   for (const Expect& x : cases) {
-    for (Layout la : {Layout::row_major, Layout::padded, Layout::broadcast_row}) {
+    for (Layout la :
+         {Layout::row_major, Layout::padded, Layout::broadcast_row, Layout::transposed}) {
       const Layout lb = variant % 2 ? Layout::reversed_rows : Layout::row_major;
       Case c(x.s, la, lb, kEpilogueCycle[variant % 4], uint32_t(7400 + variant));
       auto plan = GemmPlan::make(c.problem(), x.isa, x.threads, false, kOneMiB);
@@ -252,8 +264,8 @@ TEST_CASE("x86 gemm: small problems split over the threads from kSmallSplitMinFm
       ++variant;
     }
   }
-  // A's rows not runs: one direct kernel reading A in place, not split.
-  Case c({64, 64, 64}, Layout::transposed, Layout::row_major, EpiKind{}, 7450);
+  // Neither A's rows nor its columns runs: one direct kernel reading A in place, not split.
+  Case c({64, 64, 64}, Layout::strided, Layout::row_major, EpiKind{}, 7450);
   auto plan = GemmPlan::make(c.problem(), Isa::avx512, 2, false, kOneMiB);
   CHECK(direct_rows_of(*plan, {64, 64, 64}, Isa::avx512) == std::vector<int64_t>{64});
   if (isa_supported(Isa::avx512)) CHECK(worst_on_every_pool(*plan, c) <= 1.0);

@@ -164,8 +164,7 @@ TEST_CASE("x86 gemm: direct_k takes a small C with a long K, on AVX2", "[x86][ge
   // Up to 100 columns, C up to 16384 elements.
   CHECK(blocks({96, 96, 4096}, 2).size() > 0);
   CHECK(blocks({160, 100, 2048}, 2).size() > 0);
-  // Not: C too wide or too big, K under 1024 or 256 per thread, a transposed A, rows of B a
-  // page apart.
+  // Not: C too wide or too big, K under 1024 or 256 per thread, rows of B a page apart.
   CHECK(blocks({128, 128, 4096}, 2).empty());
   CHECK(blocks({170, 100, 4096}, 2).empty());
   CHECK(blocks({16, 256, 4096}, 2).empty());
@@ -181,7 +180,18 @@ TEST_CASE("x86 gemm: direct_k takes a small C with a long K, on AVX2", "[x86][ge
     plan->run_on(c.problem(), nullptr);
     CHECK(c.max_violation() <= 1.0);
   }
-  CHECK(blocks({64, 64, 4096}, 2, Layout::transposed).empty());
+  // A transposed A as A's rows, past half of L2 (here 262144 bytes); within it, where M makes
+  // more than one row block, direct_rows first. A strided both ways: never.
+  CHECK(blocks({64, 64, 4096}, 2, Layout::transposed) == blocks({64, 64, 4096}, 2));
+  CHECK(blocks({64, 64, 4096}, 2, Layout::transposed_padded).size() > 0);
+  CHECK(blocks({32, 16, 2048}, 2).size() > 0);
+  {
+    Case c({32, 16, 2048}, Layout::transposed, Layout::row_major, EpiKind{}, 1);
+    const auto kernels = GemmPlan::make(c.problem(), Isa::avx2, 2, false, kZen3)->kernels();
+    REQUIRE(kernels.size() == 1);  // direct_rows: two chunks of 16 rows, one kernel
+    CHECK(kernels[0].name.rfind("direct_avx2_M16N16K2048_", 0) == 0);
+  }
+  CHECK(blocks({64, 64, 4096}, 2, Layout::strided).empty());
 }
 
 TEST_CASE("x86 gemm: direct_k on AVX-512 takes C up to 16384 elements, or 32768 up to 128 columns",
@@ -239,11 +249,11 @@ TEST_CASE("x86 gemm: direct_k adds its partial sums and applies the epilogue onc
     return;
   }
   // Edges of the epilogue's tiles (37 rows, 45 columns), a short last K block (2101), tall C
-  // with N <= 32, 9 rows (above the skinny path's 8).
+  // with N <= 32, 9 rows (above the skinny path's 8); A's rows or (transposed) its columns runs.
   const std::vector<Shape> shapes = {
       {16, 16, 8192}, {37, 45, 2101}, {200, 24, 3000}, {9, 100, 4096}};
-  const Layout a_layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows,
-                              Layout::broadcast_row};
+  const Layout a_layouts[] = {Layout::row_major,     Layout::padded,     Layout::reversed_rows,
+                              Layout::broadcast_row, Layout::transposed, Layout::transposed_padded};
   const Layout b_layouts[] = {Layout::row_major, Layout::padded, Layout::reversed_rows};
   int variant = 0;
   for (Isa isa : supported_isas()) {

@@ -929,7 +929,7 @@ Params draw(Draw& d) {
   } else if (rc == "k_split") {
     P.M = d.range(16, 256), P.N = d.range(16, 256);
     P.K = d.pick<int64_t>({1024, 1025, 2047, 2048, 3000, 4096, 4100, 8192});
-    if (d.chance(0.6)) P.a = unit_rows(d);  // not direct_k
+    if (d.chance(0.6)) P.a = unit_rows(d);  // direct_k reads a transposed A in place too
     P.threads = int(d.pick<int64_t>({2, 3, 4}));
   } else if (rc == "long_k") {
     P.threads = int(d.pick<int64_t>({1, 2}));

@@ -51,10 +51,7 @@ namespace {
 // on one thread, 1.08x on two; past it 256x256x128 0.98x, 150x300x200 0.98x, 256^3 0.84x,
 // 100x1000x100 0.78x, 64x256x512 0.84x (one thread). The
 // packed path pays for packing both operands and, at N = 100, for a 16-wide edge panel 4 columns
-// full (the direct kernel's edge tile is one masked vector). A's rows must be runs (unit column
-// stride): with a transposed A each k-step of a row block loads a new line, and direct against
-// packed ranged from 1.5x (2000x24x24, 1000x16x1000) to 0.88x (128^3: the lines 512 bytes apart
-// share a few L1 sets) and 0.93x (160x100x200, 128x64x200).
+// full (the direct kernel's edge tile is one masked vector).
 // AVX-512 (Intel Xeon, 2 MiB L2, 2 threads, paired plans): 100^3 1.56x, 128^3 1.74x, 80^3 1.71x,
 // 120x64x256 2.40x, 300x64x64 2.19x, 2000x24x24 1.80x, 64x128x384 1.61x, 400x128x256 1.47x,
 // 300x160x300 1.41x (188 KiB of B), 1000x64x512 1.32x, 200^3 1.12-1.16x, 128x256x192 1.11x,
@@ -94,6 +91,17 @@ constexpr int64_t kDirectRowsWideMaxCols = 128;
 // rows -> 14 + 14) 1.18x, 50x16x2000 1.12x, 64x8x1024 1.03x; under the ratio they ran 0.96-1.04x
 // (80^3, 100^3, 128^3, 200^3, 300x64x64, 400x128x256, 1000x64x512).
 constexpr double kDirectRowsEvenSplit = 1.1;
+// A transposed A (x.T @ w: A stored [K, M], its columns runs) takes direct_rows while it fits in
+// this share of L2: each k-step of a row block then loads one or two lines, M floats apart. Intel
+// Xeon, paired plans, 2 threads, against the packed path (which packs A by gathers): AVX-512
+// 65^3 2.90x, 128^3 1.39x, 100x300x50 1.51x, 128x64x200 1.93x, 160x100x200 2.34x, 1000x64x64
+// 1.30x, 2000x24x24 1.57x, 512x32x512 1.49x, 64x16x4096 2.99x, 256x64x1024 1.31x, 128^3 with a
+// transposed B too 1.19x; KILN_ISA=avx2 128^3 1.28x, 65^3 1.84x, 2000x24x24 1.71x. Past it, A
+// streams from L3 a line per k-step and row, a page apart where M >= 1024: 512x32x1024 (2 MiB)
+// 1.00x, 2048x32x256 0.90x, 2048x32x512 0.85x, 3000x32x600 0.75x, 2048x64x1024 0.74x,
+// 1024x64x1024 0.96x (some wins too: 1536x32x1024 1.28x, 4096x16x512 1.24x). On the Zen 3
+// (AVX2, 32 KiB 8-way L1) an earlier session measured 0.88x at 128^3 and 0.93x at 160x100x200.
+constexpr int64_t kDirectRowsATransposedShare = 2;
 
 // Calls by path (GemmStats; the sum of the paths' counts is the number of calls), and the packed
 // calls with a PackedB: per-thread slots, one plain add per count.
@@ -312,7 +320,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     // On two threads or more, from kSmallSplitMinFmas: direct_rows in chunks of rows, one per
     // thread, handed over by ThreadPool::run_parts (where M makes two chunks).
     if (T > 1 && p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas &&
-        p.a.col_stride == 1 && !p.epi.col_scale &&
+        (p.a.col_stride == 1 || p.a.row_stride == 1) && !p.epi.col_scale &&
         s.plan_direct_rows(p, base, T, caches, /*split_only=*/true))
       return std::make_shared<GemmPlan>(std::move(impl));
     s.path = Path::direct;
@@ -331,9 +339,14 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   // direct_k (k_split.cpp) where it fits, also over the skinny path's rows: skinny splits only N,
   // and a narrow C with a long K ran on one chunk there (direct_k against skinny, Intel Xeon, 2
   // threads: 4x64x8192 1.91x, 9x100x4096 1.85x, 16x128x4096 1.88x, 2x200x2048 1.67x, 8x100x4096
-  // 1.13x; with two chunks of N, 8x256x2048 0.99x).
-  const bool direct_k_can = !prepacked_b && b_unit && p.a.col_stride == 1 && !p.dynamic_m &&
-                            !p.dynamic_nk && direct_k_fits(p.M, p.N, p.K, T, isa) &&
+  // 1.13x; with two chunks of N, 8x256x2048 0.99x). A transposed A too (its K blocks are runs
+  // of A's rows): against the packed path or skinny, Intel Xeon, 2 threads, paired plans,
+  // 1024x32x8192 1.44x, 512x32x4096 1.76x, 128x64x4096 1.35x, 100x100x1000 1.58x, 64x48x8192
+  // 1.76x, 16x16x8192 1.53x, 24x64x16384 1.96x, 11x8x3000 1.04x, 8x256x1000 0.98x; KILN_ISA=avx2
+  // 1.29-1.67x (64x64x4096, 32x32x8192, 512x32x4096, 1024x16x4096, 16x16x8192).
+  const bool a_transposed = p.a.col_stride != 1 && p.a.row_stride == 1;
+  const bool direct_k_can = !prepacked_b && b_unit && (p.a.col_stride == 1 || a_transposed) &&
+                            !p.dynamic_m && !p.dynamic_nk && direct_k_fits(p.M, p.N, p.K, T, isa) &&
                             !b_rows_page_apart(p) && direct_disp_fits(p, p.M, p.N, p.b.row_stride);
   if (s.plan_skinny(p, base, T, prepacked_b, direct_k_can, caches))
     return std::make_shared<GemmPlan>(std::move(impl));
@@ -341,17 +354,27 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   // C's columns in one column tile of the direct tiling: each row block reads A's rows once.
   const bool one_tile =
       p.N <= int64_t(direct_tiling(isa == Isa::avx512, p.M, p.N).vectors) * isa_lanes(isa);
-  const int64_t rows_b_share = one_tile && !direct_k_can ? kDirectRowsBShareOneTile
-                               : isa == Isa::avx2        ? kDirectRowsBShare
-                                                         : kDirectRowsBShareAvx512;
+  // A transposed A within its share of L2 (kDirectRowsATransposedShare): direct_rows, where M
+  // makes more than one row block, before direct_k (direct_k against it, Intel Xeon, 2 threads:
+  // 37x45x2100 0.79x, 40x40x4096 0.82x, 48x48x4096 0.94x, 64x64x2048 0.93x, 128x64x1024 0.93x,
+  // 256x64x1000 0.96x; 64x64x4096 1.38x).
+  const bool a_transposed_fits =
+      a_transposed && !p.dynamic_m &&
+      p.M * p.K * 4 <= int64_t(caches.l2_bytes) / kDirectRowsATransposedShare;
+  const bool a_transposed_rows =
+      a_transposed_fits && p.M > direct_tiling(isa == Isa::avx512, p.M, p.N).rows_max;
+  const int64_t rows_b_share = one_tile && (!direct_k_can || a_transposed_rows)
+                                   ? kDirectRowsBShareOneTile
+                               : isa == Isa::avx2 ? kDirectRowsBShare
+                                                  : kDirectRowsBShareAvx512;
   const bool wide_and_tall =
       !one_tile && p.M >= kDirectRowsWideMinRows && p.N > kDirectRowsWideMaxCols;
   // (direct_rows' run_parts payload has no room for a column scale: such problems take the
   // paths below.)
   // A B whose columns are not unit-stride (x @ w.T) is copied row-major on each call, as the
   // direct path does (the packed path packs it too, and A besides).
-  if (!prepacked_b && p.a.col_stride == 1 && !p.dynamic_nk && !p.epi.col_scale && !wide_and_tall &&
-      !(p.dynamic_m && p.M <= kDynamicDirectMinRows) &&
+  if (!prepacked_b && (p.a.col_stride == 1 || a_transposed_fits) && !p.dynamic_nk &&
+      !p.epi.col_scale && !wide_and_tall && !(p.dynamic_m && p.M <= kDynamicDirectMinRows) &&
       p.N <= caches.l2_bytes / rows_b_share / 4 / std::max<int64_t>(1, p.K) &&
       !(b_unit && b_rows_page_apart(p)) &&
       direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
@@ -359,7 +382,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
     return std::make_shared<GemmPlan>(std::move(impl));
   }
 
-  // direct_k (k_split.cpp): a small C and a long K, A's and B's rows runs.
+  // direct_k (k_split.cpp): a small C and a long K, B's rows runs and A's rows or columns.
   if (direct_k_can) {
     s.plan_direct_k(p, base, threads, caches);
     return std::make_shared<GemmPlan>(std::move(impl));

@@ -28,7 +28,8 @@ inline constexpr int64_t kSmallVolume = 64 * 64 * 64;
 // 16x16x1024 (16384) 1.64x, 64^3 (16384) 1.41-1.50x, 64x48x80 (15360) 1.42x, 56^3 (12544) 1.21x,
 // 48x64x64 and 24x16x512 (12288) 1.26x and 1.31x; below it 40x64x64 (10240) 1.00x, 8192 FMAs
 // 0.86-1.40x (32x64x64 0.86x, 128x32x32 1.06x, 64x32x64 1.19x, 256x16x32 1.40x), 48^3 (6912)
-// 1.07x, 40^3 (4800) 0.86x: a hand-over costs about 0.4-0.7 us.
+// 1.07x, 40^3 (4800) 0.86x: a hand-over costs about 0.4-0.7 us. A transposed A (x.T @ w) splits
+// too: 64^3 1.64x, 56^3 1.45x, 64x48x80 1.60x (KILN_ISA=avx2 64^3 1.81x, 64x32x64 1.62x).
 inline constexpr int64_t kSmallSplitMinFmas = 12 * 1024;
 // A symbolic M takes direct_rows in blocks (plan_direct_blocks) above this many rows (at most it,
 // the GEMV-like paths, whose kernels are specialized per M).

@@ -23,7 +23,7 @@ namespace {
 // 1.07x / 1.03x, 96x96x1024 1.02x / 0.94x; past the rule (N over 100), 64x128x4096 0.98x /
 // 1.07x, 128x128x4096 1.02x / 1.13x, 128x128x8192 0.79x / 0.91x, 96x128x4096 0.81x / 0.96x,
 // 112x112x4096 0.95x / 1.02x, 64x256x4096 0.71x / 0.76x. Below K 1024 (or 256 per thread) the
-// packed path or direct_rows (AVX2; AVX-512: kDirectKMinK); transposed A, unmeasured: packed.
+// packed path or direct_rows (AVX2; AVX-512: kDirectKMinK). A transposed A: gemm_driver.cpp.
 // AVX-512 (16-wide vectors, 4-vector tiles; Intel Xeon, 2 threads, paired plans): 16x16x8192
 // 3.08x, 32x32x8192 1.89x, 64x64x4096 1.62x, 64x48x4096 1.81x, 37x45x2100 1.72x, 64x64x1024
 // 1.54x, 1024x16x4096 1.36x, 2048x16x4096 1.21x, 512x32x4096 1.27x; past the AVX2 rule
@@ -138,8 +138,8 @@ void GemmPlan::Impl::run_direct_k(const GemmProblem& p, ThreadPool* pool) const 
         const int last = direct_k_last(pc);
         const int64_t k0 = pc * KC;
         const KernelArgs args{nullptr, nullptr, last ? last_kb : KC, 0, 0, 1.0f};
-        direct_k[target][pc == pc0][last]->fn(&args, p.a.data + k0, p.b.data + k0 * p.b.row_stride,
-                                              c);
+        direct_k[target][pc == pc0][last]->fn(&args, p.a.data + k0 * p.a.col_stride,
+                                              p.b.data + k0 * p.b.row_stride, c);
       }
     }
   });
