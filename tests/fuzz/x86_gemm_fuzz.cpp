@@ -533,6 +533,8 @@ const char* path_name(Path p) {
       return "packed";
     case Path::edge_split:
       return "edge_split";
+    case Path::transposed:
+      return "transposed";
   }
   return "?";
 }
@@ -597,6 +599,11 @@ PlanInfo describe(const GemmPlan& plan) {
       break;
     case Path::edge_split:
       tag(impl_of(*s.split_edge).dot[0] ? "edge_blocks>1" : "edge_one_block");
+      break;
+    case Path::transposed:
+      tag(std::string("of_") + path_name(impl_of(*s.transposed_plan).path));
+      tag(s.transposed_epilogue ? "epilogue" : "no_epilogue");
+      tag("cols=" + std::to_string(s.N));
       break;
     case Path::packed: {
       const PackedBlocking& b = s.blk;
@@ -841,7 +848,7 @@ Params draw(Draw& d) {
       "any",        "tiny",        "direct",      "stream",      "column_as_row", "dot_a_rows",
       "dot_b_rows", "skinny",      "skinny_page", "direct_rows", "direct_k",      "packed",
       "few_rows",   "rows_outer",  "k_split",     "long_k",      "wide_tall",     "a_alias",
-      "big",        "huge_stride", "degenerate",  "dynamic"};
+      "big",        "huge_stride", "degenerate",  "dynamic",     "transposed"};
   const int r = int(d.range(0, int64_t(sizeof(kRecipes) / sizeof(kRecipes[0])) - 1));
   P.recipe = kRecipes[r];
   P.a = layout_any(d);
@@ -872,6 +879,12 @@ Params draw(Draw& d) {
     P.K = d.chance(0.5) ? d.pick(kKMarks) : d.range(1, 3000);
     P.a = d.chance(0.3) ? page_cols(d, P.M) : unit_rows(d);
     P.c_pad = 0, P.r_pad = 0;
+  } else if (rc == "transposed") {
+    // x.T @ w with a few columns (transposed_path.cpp), and just past them.
+    P.N = d.range(1, 10);
+    P.M = d.chance(0.5) ? d.pick(kRowMarks) : d.range(2, 3000);
+    P.K = d.chance(0.5) ? d.pick(kKMarks) : d.range(1, 3000);
+    P.a = d.chance(0.2) ? page_cols(d, P.M) : unit_rows(d);
   } else if (rc == "dot_a_rows") {
     P.N = d.range(1, 5);
     P.M = d.chance(0.5) ? d.pick(kRowMarks) : d.range(1, 4000);
@@ -976,8 +989,9 @@ Params draw(Draw& d) {
         P.b = OpSpec{kCustom, stride(lim28 / 5), 1};
         if (d.chance(0.5)) P.dyn_m = true;
         break;
-      case 4:  // A's columns (a transposed A): direct, packed
-        P.M = d.range(1, 64), P.K = d.range(1, 300), P.N = d.range(1, 64);
+      case 4:  // A's columns (a transposed A): direct, packed, transposed (2-8 columns)
+        P.M = d.range(1, 64), P.K = d.range(1, 300);
+        P.N = d.chance(0.5) ? d.range(2, 8) : d.range(1, 64);
         P.a = OpSpec{kCustom, 1, stride(lim28 / double(P.K + 16))};
         break;
       case 5:  // dot b_rows: X = B's columns (x @ W.T)

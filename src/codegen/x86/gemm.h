@@ -143,6 +143,8 @@ struct GemmStats {
   int64_t prepacked_calls = 0;   // of packed_calls: B from a PackedB (a constant weight)
   int64_t edge_split_calls = 0;  // of direct_calls: C's last column on the dot path (N one past
                                  // a multiple of the vector width; edge_split.cpp)
+  int64_t transposed_calls = 0;  // x.T @ w with 2-8 columns run as its transpose (counted also
+                                 // by that transpose's path; transposed_path.cpp)
   int64_t kernels_generated = 0;
   double codegen_ms_total = 0;
   double codegen_ms_max = 0;

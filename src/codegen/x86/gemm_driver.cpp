@@ -115,8 +115,9 @@ enum CallCount : size_t {
   kPaths,
   kPrepacked = kPaths,
   kEdgeSplit,
+  kTransposed,
 };
-constexpr size_t kCallCountFields = kPaths + 2;
+constexpr size_t kCallCountFields = kPaths + 3;
 constinit ThreadCounters<kCallCountFields> g_call_counts;
 
 // A GEMV of at least kStreamOverDirect elements of B takes the stream path even within the small
@@ -313,6 +314,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
       return std::make_shared<GemmPlan>(std::move(impl));
     }
   }
+  if (!prepacked_b && s.plan_transposed(p, base, threads, caches))
+    return std::make_shared<GemmPlan>(std::move(impl));
   const int64_t T = std::max(1, threads);
   if (!prepacked_b && volume <= kSmallVolume && !p.dynamic_m && !p.dynamic_nk &&
       !(stream && p.N * p.K >= kStreamOverDirect) &&
@@ -590,12 +593,16 @@ void GemmPlan::Impl::run(const GemmProblem& p, ThreadPool* pool, const PackedB* 
     case Path::edge_split:
       g_call_counts.add(kEdgeSplit);
       return run_edge_split(p, pool);
+    case Path::transposed:
+      g_call_counts.add(kTransposed);
+      return run_transposed(p, pool);
   }
 }
 
 bool GemmPlan::caller_only() const {
   const Impl& s = *impl_;
   if (s.path == Path::edge_split) return s.split_main->caller_only() && s.split_edge->caller_only();
+  if (s.path == Path::transposed) return s.transposed_plan->caller_only();
   return s.path == Path::direct || s.path == Path::empty || (s.path == Path::dot && s.nchunks <= 1);
 }
 
@@ -621,6 +628,7 @@ GemmStats stats() {
   s.packed_calls = g_call_counts.sum(kPacked);
   s.prepacked_calls = g_call_counts.sum(kPrepacked);
   s.edge_split_calls = g_call_counts.sum(kEdgeSplit);
+  s.transposed_calls = g_call_counts.sum(kTransposed);
   s.kernels_generated = kernels_generated();
   s.codegen_ms_total = codegen_ms_total();
   s.codegen_ms_max = codegen_ms_max();

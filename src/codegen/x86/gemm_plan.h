@@ -49,7 +49,8 @@ enum class Path : uint8_t {
   stream,
   dot,
   packed,
-  edge_split
+  edge_split,
+  transposed
 };
 
 // Which operand a dot plan (dot_path.cpp) reads along its rows: B's (x @ W.T: up to 8 or 16
@@ -105,6 +106,11 @@ struct GemmPlan::Impl {
   // edge_split (edge_split.cpp): all of C but its last column on split_main (a direct plan),
   // the last column on split_edge (a dot plan, A @ b).
   std::shared_ptr<const GemmPlan> split_main, split_edge;
+  // transposed (transposed_path.cpp): C^T = B^T @ A^T on transposed_plan into a scratch, copied
+  // into C by 8x8 transposes; then, with an epilogue, transposed_epilogue (a direct kernel over
+  // all of C with no K steps, C = epilogue(C)).
+  std::shared_ptr<const GemmPlan> transposed_plan;
+  const Kernel* transposed_epilogue = nullptr;
   // packed
   // Each of tm x tn tasks owns a block of C: row tiles [ti * mtiles / tm, ...) and column panels
   // [tj * npanels / tn, ...), and packs privately what it needs (no barriers): B per (KC x NC)
@@ -135,6 +141,7 @@ struct GemmPlan::Impl {
   void run_direct_k(const GemmProblem& p, ThreadPool* pool) const;
   void run_dot(const GemmProblem& p, ThreadPool* pool) const;
   void run_edge_split(const GemmProblem& p, ThreadPool* pool) const;
+  void run_transposed(const GemmProblem& p, ThreadPool* pool) const;
   // After a K split (packed or direct_k): C += the partial buffers, then the epilogue.
   void reduce_k_split(const GemmProblem& p, const float* partials, ThreadPool* pool) const;
   // Plans the direct_k path (k_split.cpp); base: the problem's epilogue.
@@ -161,6 +168,10 @@ struct GemmPlan::Impl {
   // last column can take the dot path and the others a direct one; false (nothing planned)
   // elsewhere.
   bool plan_edge_split(const GemmProblem& p, int threads, const CacheSizes& caches);
+  // Plans the transposed path (transposed_path.cpp) for x.T @ w with 2-8 columns of C, where it
+  // pays; false (nothing planned) elsewhere.
+  bool plan_transposed(const GemmProblem& p, const KernelDesc& base, int threads,
+                       const CacheSizes& caches);
   // Plans the dot path (dot_path.cpp) for dot_path_for(p) != DotOver::none.
   void plan_dot(const GemmProblem& p, DotOver over, const KernelDesc& base, int threads,
                 const CacheSizes& caches);

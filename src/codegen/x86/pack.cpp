@@ -1,6 +1,8 @@
 // Packing routines and per-thread scratch for the GEMM driver.
 #include "codegen/x86/pack.h"
 
+#include "support/check.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -154,19 +156,11 @@ void pack_b_rows(const MatrixRef& b, int64_t k0, int64_t k1, int64_t j0, int64_t
   }
 }
 
-// The transpose of the 8x8 block at src (rows ss floats apart) into dst (rows ds apart). Every
-// loop unrolled: left to -O2 the loops over r, t and u kept them in memory on the stack (~45
-// cycles a block; 8x8 blocks were 34% of 9x21x211 x @ w.T, whose copy of B took 1.2 of its
-// 1.9 us).
-__attribute__((target("avx"), always_inline)) inline void transpose8x8(const float* src, int64_t ss,
-                                                                       float* dst, int64_t ds) {
+// r[i] = column i of the 8x8 block whose row i r held.
+__attribute__((target("avx"), always_inline)) inline void transpose8x8_regs(__m256 r[8]) {
   // t: pairs of rows interleaved; u[i] (i < 4): rows 0-3 of columns i and i + 4, in each 128-bit
   // half; u[4 + i]: the same of rows 4-7.
-  __m256 r[8], t[8], u[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm256_loadu_ps(src + i * ss);
-  }
+  __m256 t[8], u[8];
 #pragma GCC unroll 4
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
@@ -181,9 +175,25 @@ __attribute__((target("avx"), always_inline)) inline void transpose8x8(const flo
   }
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(dst + i * ds, _mm256_permute2f128_ps(u[i], u[4 + i], 0x20));
-    _mm256_storeu_ps(dst + (i + 4) * ds, _mm256_permute2f128_ps(u[i], u[4 + i], 0x31));
+    r[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
   }
+}
+
+// The transpose of the 8x8 block at src (rows ss floats apart) into dst (rows ds apart). Every
+// loop unrolled: left to -O2 the loops over r, t and u kept them in memory on the stack (~45
+// cycles a block; 8x8 blocks were 34% of 9x21x211 x @ w.T, whose copy of B took 1.2 of its
+// 1.9 us).
+__attribute__((target("avx"), always_inline)) inline void transpose8x8(const float* src, int64_t ss,
+                                                                       float* dst, int64_t ds) {
+  __m256 r[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm256_loadu_ps(src + i * ss);
+  }
+  transpose8x8_regs(r);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ds, r[i]);
 }
 
 // Columns [c0, c1) of a transposed B's rows k0 .. k0 + Kr into dst (rows NR apart). Runs of at
@@ -311,6 +321,27 @@ void copy_b_rowmajor(const MatrixRef& b, int64_t K, int64_t N, float* dst) {
   if (b.row_stride == 1) return pack_b_panel_transposed(b.data, b.col_stride, K, N, N, dst);
   for (int64_t k = 0; k < K; ++k)
     for (int64_t j = 0; j < N; ++j) dst[k * N + j] = b.data[k * b.row_stride + j * b.col_stride];
+}
+
+__attribute__((target("avx"))) void transpose_rows_into(const float* s, int64_t ss, int64_t N,
+                                                        int64_t M, float* c, int64_t ldc) {
+  KILN_CHECK(N >= 1 && N <= 8) << "transpose_rows_into takes 1-8 rows, not " << N;
+  // Eight columns of S a step through the 8x8 transpose, rows past N reading row 0 again; each
+  // of the eight rows of C then stores its first N floats.
+  int32_t lanes[8];
+  for (int j = 0; j < 8; ++j) lanes[j] = j < N ? -1 : 0;
+  const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes));
+  int64_t i = 0;
+  for (; i + 8 <= M; i += 8) {
+    __m256 r[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(s + (j < N ? j : 0) * ss + i);
+    transpose8x8_regs(r);
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(c + (i + q) * ldc, mask, r[q]);
+  }
+  for (; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = s[j * ss + i];
 }
 
 namespace {

@@ -23,10 +23,21 @@ void pack_b_block(const MatrixRef& b, int64_t K, int64_t j0, int64_t ncols, int6
 // B[K, N] into a contiguous row-major copy (ld = N), for the direct kernel when B's columns are
 // not unit-stride.
 void copy_b_rowmajor(const MatrixRef& b, int64_t K, int64_t N, float* dst);
+// C[i, j] = S[j, i] for i < M, j < N: the transpose of S (N x M, 1 <= N <= 8, rows ss apart) into
+// C (rows ldc apart; only its first N columns are written).
+void transpose_rows_into(const float* s, int64_t ss, int64_t N, int64_t M, float* c, int64_t ldc);
 
 // A 64-byte aligned per-thread buffer of at least `floats` floats; `slot` keeps concurrent uses on
 // one thread apart. Valid until the next call with the same slot on this thread.
-enum class ScratchSlot : int { a_block, b_packed, b_panel, b_copy, k_partial, kCount };
+enum class ScratchSlot : int {
+  a_block,
+  b_packed,
+  b_panel,
+  b_copy,
+  k_partial,
+  c_transposed,
+  kCount
+};
 float* thread_scratch(ScratchSlot slot, size_t floats);
 
 }  // namespace kiln::x86

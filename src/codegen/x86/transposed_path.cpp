@@ -1,0 +1,85 @@
+// x.T @ w with a few columns of C (Path::transposed): a weight gradient's shape, A stored [K, M]
+// (its columns runs), C of 2-8 columns. Every other path gives C's few columns one vector per
+// row, most of its lanes idle (4 columns: a quarter of each FMA used). Its transpose
+// C^T = B^T @ A^T has 2-8 rows and M columns, A's rows now B's unit-stride rows: the plan runs it
+// (skinny, direct or direct_rows, whatever suits it) into a scratch of N x M, copies that into C
+// by 8x8 transposes, and applies the epilogue, if any, by a direct kernel over all of C with no
+// K steps (C = epilogue(C)). As the K split's, that last step reads the residual after C is
+// written: the residual must not alias C (gemm.h: GemmProblem).
+#include "codegen/x86/gemm_plan.h"
+#include "codegen/x86/pack.h"
+
+#include <algorithm>
+
+namespace kiln::x86 {
+
+namespace {
+
+// Where it pays. Paired plans, Intel Xeon, 2 threads, against the plans before (direct,
+// direct_rows, direct_k or packed, one vector of C's columns a row), AVX-512: 768x2x512 4.50x,
+// 2048x2x2048 3.41x, 4096x2x64 3.36x, 64x4x4096 3.27x, 4096x8x2048 2.65x, 103x4x2356 2.52x,
+// 2000x4x128 2.47x, 100x4x32 2.31x, 256x3x8192 2.03x, 1024x4x1024 1.96x, 768x4x128 1.94x,
+// 16x8x1024 1.80x, 64x8x64 1.74x, 1000x4x64 1.61x, 1000x8x256 1.57x, 100x8x64 1.55x, 300x7x300
+// 1.46x, 500x3x32 1.40x, 32x8x32 1.35x, 1000x2x16 1.31x, 1000x8x128 1.26x, 24x3x24 1.23x,
+// 9x2x100 1.19x, 200x8x200 1.05x; lost 1000x8x64 0.83x, 1000x8x32 0.89x, 1000x6x64 0.94x (the
+// transposes, on the calling thread, weigh against a short K) and 16x4x16 0.88x (58 ns).
+// KILN_ISA=avx2 (8 lanes, so half as many columns): 768x2x512 5.72x, 4096x8x2048 3.39x,
+// 103x4x2356 1.81x, 768x4x128 1.65x, 24x3x24 1.33x, 1000x2x16 1.15x, 500x3x32 1.04x; lost
+// 1000x4x64 0.91x, and from 5 columns 0.72-0.94x (1000x8x64, 1000x6x64, 100x8x64, 32x8x32,
+// 200x8x200, 300x7x300, 1000x8x128). So: 2 columns (one is column_as_row's, stream_path.cpp)
+// up to half a vector; up to a quarter of a vector from kTransposedMinK, more from
+// kTransposedLongK or up to kTransposedFewRows rows; M x K at least kTransposedMinWork.
+constexpr int64_t kTransposedMinCols = 2;
+constexpr int64_t kTransposedMinK = 16;
+constexpr int64_t kTransposedLongK = 128;
+constexpr int64_t kTransposedFewRows = 128;
+constexpr int64_t kTransposedMinWork = 512;
+
+// The transposed problem: C^T (N x M) = B^T (N x K) @ A^T (K x M), into s (rows M apart).
+GemmProblem transposed_of(const GemmProblem& p, float* s) {
+  GemmProblem t;
+  t.M = p.N, t.N = p.M, t.K = p.K;
+  t.a = MatrixRef{p.b.data, p.b.col_stride, p.b.row_stride};
+  t.b = MatrixRef{p.a.data, p.a.col_stride, p.a.row_stride};
+  t.c = s;
+  t.ldc = p.M;
+  return t;
+}
+
+}  // namespace
+
+bool GemmPlan::Impl::plan_transposed(const GemmProblem& p, const KernelDesc& base, int threads,
+                                     const CacheSizes& caches) {
+  const int64_t lanes = isa_lanes(isa);
+  // (M past half a vector: the transposed problem, its A now B's, does not come back here.)
+  if (p.dynamic_m || p.dynamic_nk || p.a.row_stride != 1 || p.a.col_stride == 1 ||
+      p.N < kTransposedMinCols || 2 * p.N > lanes || 2 * p.M <= lanes || p.K < kTransposedMinK ||
+      p.M * p.K < kTransposedMinWork)
+    return false;
+  if (4 * p.N > lanes && p.K < kTransposedLongK && p.M > kTransposedFewRows) return false;
+  // The epilogue's kernel reads C at its own strides, with no K steps (A's and B's are unread).
+  if (base.has_epilogue() && !direct_disp_fits(p, p.M, p.N, p.N)) return false;
+  path = Path::transposed;
+  transposed_plan = GemmPlan::make(transposed_of(p, nullptr), isa, threads, false, caches);
+  for (const Kernel* k : transposed_plan->impl_->used)
+    if (std::find(used.begin(), used.end(), k) == used.end()) used.push_back(k);
+  if (base.has_epilogue()) {
+    KernelDesc d = direct_desc(base, p, p.M, p.N, 0, p.N);
+    d.accumulate = 1;
+    d.last = 1;
+    transposed_epilogue = use(d);
+  }
+  return true;
+}
+
+void GemmPlan::Impl::run_transposed(const GemmProblem& p, ThreadPool* pool) const {
+  float* s = thread_scratch(ScratchSlot::c_transposed, size_t(p.N * p.M));
+  transposed_plan->impl_->run(transposed_of(p, s), pool, nullptr);
+  transpose_rows_into(s, p.M, p.N, p.M, p.c, p.ldc);
+  if (!transposed_epilogue) return;
+  KernelArgs args{nullptr, p.epi.residual, 0, 0, 0, p.epi.scale};
+  set_columns(args, p.epi, 0);
+  transposed_epilogue->fn(&args, p.a.data, p.b.data, p.c);
+}
+
+}  // namespace kiln::x86

@@ -1,0 +1,141 @@
+// x.T @ w with a few columns of C run as its transpose (transposed_path.cpp): which problems take
+// it, how it is counted, the transpose into C, and each against the reference with every
+// epilogue, A transposed or transposed with padding, B in every layout, on both ISAs and every
+// pool.
+#include "x86_gemm_testing.h"
+
+#include <catch2/catch.hpp>
+
+#include "codegen/x86/gemm.h"
+#include "codegen/x86/gemm_plan.h"
+#include "codegen/x86/pack.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+using namespace kiln::x86;
+using namespace kiln::x86::testing;
+
+namespace {
+
+// Whether the plan for s (A transposed, B row-major) runs the transposed problem: its kernels
+// are then over N rows of M columns ("_M<N>N<chunk>").
+bool takes_transposed(Shape s, Isa isa, int threads = 2, Layout la = Layout::transposed) {
+  Case c(s, la, Layout::row_major, EpiKind{}, 9000);
+  const std::string prefix =
+      std::string("direct_") + isa_name(isa) + "_M" + std::to_string(s.N) + "N";
+  for (const KernelInfo& k : GemmPlan::make(c.problem(), isa, threads)->kernels())
+    if (k.name.rfind(prefix, 0) != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("x86 gemm: x.T @ w with 2-8 columns runs as its transpose", "[x86][gemm][transposed]") {
+  // Plans made on any host (only running needs the ISA). AVX-512: up to 8 columns; up to 4 from
+  // K 16, 5-8 from K 128 or up to 128 rows.
+  CHECK(takes_transposed({768, 4, 128}, Isa::avx512));
+  CHECK(takes_transposed({1000, 2, 16}, Isa::avx512));
+  CHECK(takes_transposed({1000, 8, 128}, Isa::avx512));
+  CHECK(takes_transposed({128, 8, 64}, Isa::avx512));
+  CHECK(takes_transposed({9, 2, 100}, Isa::avx512));
+  CHECK(takes_transposed({4096, 8, 2048}, Isa::avx512, 1));
+  CHECK_FALSE(takes_transposed({1000, 8, 127}, Isa::avx512));
+  CHECK_FALSE(takes_transposed({129, 8, 64}, Isa::avx512));
+  CHECK_FALSE(takes_transposed({1000, 9, 1000}, Isa::avx512));  // past half a vector
+  CHECK_FALSE(takes_transposed({1000, 4, 15}, Isa::avx512));
+  CHECK_FALSE(takes_transposed({16, 4, 16}, Isa::avx512));   // M x K under 512
+  CHECK_FALSE(takes_transposed({8, 4, 1000}, Isa::avx512));  // M within half a vector
+  // AVX2: up to 4 columns, 3-4 from K 128 or up to 128 rows.
+  CHECK(takes_transposed({768, 2, 512}, Isa::avx2));
+  CHECK(takes_transposed({768, 4, 128}, Isa::avx2));
+  CHECK(takes_transposed({103, 4, 64}, Isa::avx2));
+  CHECK_FALSE(takes_transposed({1000, 4, 64}, Isa::avx2));
+  CHECK_FALSE(takes_transposed({768, 5, 512}, Isa::avx2));
+  // A's rows as runs (not transposed), or A strided both ways: not this path.
+  CHECK_FALSE(takes_transposed({768, 4, 128}, Isa::avx512, 2, Layout::row_major));
+  CHECK_FALSE(takes_transposed({768, 4, 128}, Isa::avx512, 2, Layout::strided));
+  CHECK(takes_transposed({768, 4, 128}, Isa::avx512, 2, Layout::transposed_padded));
+  {
+    // A constant B: a plan for a PackedB never takes it; B is read in place, so packing it once
+    // does not pay.
+    Case c({768, 4, 128}, Layout::transposed, Layout::row_major, EpiKind{}, 9001);
+    CHECK_FALSE(GemmPlan::make(c.problem(), Isa::avx512, 2)->prepacked_b_pays());
+    for (const KernelInfo& k : GemmPlan::make(c.problem(), Isa::avx512, 2, true)->kernels())
+      CHECK(k.name.rfind("packed_", 0) == 0);
+  }
+  // Counted as a transposed call, and as the transposed problem's path.
+  for (Isa isa : supported_isas()) {
+    Case c({300, 3, 200}, Layout::transposed, Layout::row_major, EpiKind{}, 9002);
+    auto plan = GemmPlan::make(c.problem(), isa, 2);
+    static kiln::ThreadPool pool(2);
+    const GemmStats before = stats();
+    plan->run(c.problem(), pool);
+    const GemmStats after = stats();
+    CHECK(after.calls - before.calls == 1);
+    CHECK(after.transposed_calls - before.transposed_calls == 1);
+    CHECK(after.direct_calls + after.skinny_calls - before.direct_calls - before.skinny_calls == 1);
+    CHECK(c.max_violation() <= 1.0);
+  }
+}
+
+TEST_CASE("x86 gemm: transpose_rows_into writes C's first N columns only",
+          "[x86][gemm][transposed]") {
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX; transpose_rows_into not run\n");
+    return;
+  }
+  for (int64_t N = 1; N <= 8; ++N) {
+    for (int64_t M : {0, 1, 7, 8, 9, 16, 23}) {
+      const int64_t ss = M + 3, ldc = N + 2;
+      std::vector<float> s(size_t(8 * ss + 1)), c(size_t((M + 1) * ldc), -1.0f);
+      for (size_t i = 0; i < s.size(); ++i) s[i] = float(i);
+      transpose_rows_into(s.data(), ss, N, M, c.data(), ldc);
+      INFO("N " << N << " M " << M);
+      for (int64_t i = 0; i <= M; ++i)
+        for (int64_t j = 0; j < ldc; ++j)
+          CHECK(c[size_t(i * ldc + j)] == (i < M && j < N ? s[size_t(j * ss + i)] : -1.0f));
+    }
+  }
+}
+
+TEST_CASE("x86 gemm: x.T @ w run as its transpose matches the reference",
+          "[x86][gemm][transposed]") {
+  // M with a tail past the 8x8 transposes (9, 100, 1001) and a multiple of 8 (768); N from 2 to
+  // the ISA's half vector; K short to long (the transposed problem on the direct, direct_rows and
+  // skinny paths). Every epilogue, the column scale too; B in every layout.
+  const std::vector<Shape> shapes = {{9, 2, 100},    {100, 3, 40},  {768, 4, 128}, {1001, 2, 300},
+                                     {100, 5, 64},   {64, 8, 64},   {300, 7, 300}, {1001, 8, 256},
+                                     {200, 6, 1500}, {130, 4, 4100}};
+  const Layout a_layouts[] = {Layout::transposed, Layout::transposed_padded};
+  const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
+                              Layout::padded, Layout::reversed_rows};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    int taken = 0;
+    for (const Shape& s : shapes) {
+      if (2 * s.N > isa_lanes(isa)) continue;
+      for (int threads : {1, 2}) {
+        const Layout la = a_layouts[variant % 2], lb = b_layouts[variant / 2 % 5];
+        EpiKind e = kEpilogueCycle[variant % 4];
+        e.col_scale = variant % 3 == 0;
+        Case c(s, la, lb, e, uint32_t(9100 + variant));
+        auto plan = GemmPlan::make(c.problem(), isa, threads);
+        const std::string first = plan->kernels()[0].name;
+        taken +=
+            first.rfind(std::string("direct_") + isa_name(isa) + "_M" + std::to_string(s.N) + "N",
+                        0) == 0;
+        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
+                           << " A " << layout_name(la) << " B " << layout_name(lb) << " variant "
+                           << variant << " first kernel " << first);
+        CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+        ++variant;
+      }
+    }
+    // Only 100x5x64 (129 rows or fewer: taken) and AVX2's 3-4 columns with K under 128 past 128
+    // rows keep their plan.
+    std::printf("%s: %d plans run as the transpose\n", isa_name(isa), taken);
+    CHECK(taken >= (isa == Isa::avx512 ? 20 : 8));
+  }
+}
