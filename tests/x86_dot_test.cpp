@@ -591,3 +591,55 @@ TEST_CASE("x86 gemm: A @ B with 2-4 columns takes them all in one pass on AVX-51
     }
   }
 }
+
+TEST_CASE("x86 gemm: A @ B with 5-8 columns and many rows takes the dot path on AVX-512",
+          "[x86][gemm][dot]") {
+  // dot_path.cpp (kDotMaxColsWide): from 256 rows, K 128-1024, A up to 8 MiB; four columns a
+  // pass, the rest ("_v<N-4>a") in a second. Plans made on any host.
+  auto dot_vectors = [](Shape s, Isa isa) {
+    Case c(s, Layout::row_major, Layout::row_major, EpiKind{}, 4800);
+    std::set<std::string> out;
+    for (const KernelInfo& k : GemmPlan::make(c.problem(), isa, 2)->kernels()) {
+      if (k.name.rfind("dot_", 0) != 0) return std::set<std::string>{};
+      const size_t v = k.name.find("_v");
+      out.insert(v == std::string::npos ? "v1" : k.name.substr(v + 1, 2));
+    }
+    return out;
+  };
+  using Vs = std::set<std::string>;
+  CHECK(dot_vectors({1000, 8, 512}, Isa::avx512) == Vs{"v4"});
+  CHECK(dot_vectors({256, 5, 128}, Isa::avx512) == Vs{"v1", "v4"});
+  CHECK(dot_vectors({300, 7, 1024}, Isa::avx512) == Vs{"v3", "v4"});
+  CHECK(dot_vectors({2048, 6, 1024}, Isa::avx512) == Vs{"v2", "v4"});  // A of 8 MiB
+  CHECK(dot_vectors({255, 8, 512}, Isa::avx512).empty());
+  CHECK(dot_vectors({1000, 8, 127}, Isa::avx512).empty());
+  CHECK(dot_vectors({1000, 8, 1025}, Isa::avx512).empty());
+  CHECK(dot_vectors({2049, 8, 1024}, Isa::avx512).empty());  // A over 8 MiB
+  CHECK(dot_vectors({1000, 9, 512}, Isa::avx512).empty());
+  CHECK(dot_vectors({1000, 8, 512}, Isa::avx2).empty());
+  if (!isa_supported(Isa::avx512)) {
+    std::printf("SKIPPED: this CPU has no AVX-512; dot kernels of 5-8 columns not run\n");
+    return;
+  }
+  // Every epilogue, B's columns copied or read in place, A padded or reversed, C's rows padded,
+  // one residual row for all, 1-3 threads, and a 16 KiB L2 (blocks of few rows of A).
+  const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
+                              Layout::transposed_padded, Layout::broadcast_row};
+  const CacheSizes small_l2{16 * 1024};
+  int variant = 0;
+  for (Shape s : std::vector<Shape>{
+           {256, 5, 128}, {300, 7, 300}, {1001, 8, 1024}, {257, 6, 200}, {512, 8, 129}}) {
+    for (int e = 0; e < 4; ++e) {
+      EpiKind epi = kEpilogueCycle[e];
+      epi.col_scale = variant % 3 == 1;
+      Case c(s, variant % 2 ? Layout::padded : Layout::reversed_rows, b_layouts[variant % 5], epi,
+             uint32_t(4850 + variant), 5);
+      if (variant % 3 == 0) c.broadcast_residual_row();
+      INFO(s.M << "x" << s.N << "x" << s.K << " epilogue " << e << " B "
+               << layout_name(b_layouts[variant % 5]) << " variant " << variant);
+      CHECK(check_case(c, Isa::avx512, 1 + variant % 3, "dot", variant % 2 ? &small_l2 : nullptr) <=
+            1.0);
+      ++variant;
+    }
+  }
+}

@@ -886,7 +886,7 @@ Params draw(Draw& d) {
     P.K = d.chance(0.5) ? d.pick(kKMarks) : d.range(1, 3000);
     P.a = d.chance(0.2) ? page_cols(d, P.M) : unit_rows(d);
   } else if (rc == "dot_a_rows") {
-    P.N = d.range(1, 5);
+    P.N = d.range(1, 9);  // 5-8: AVX-512 with many rows (kDotMaxColsWide)
     P.M = d.chance(0.5) ? d.pick(kRowMarks) : d.range(1, 4000);
     P.K = d.chance(0.5) ? d.pick(kKMarks) : d.range(1, 3000);
     P.a = d.chance(0.3) ? page_rows(d, P.K) : unit_cols(d);

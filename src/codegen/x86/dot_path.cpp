@@ -2,7 +2,8 @@
 // product over K (dot_kernel.cpp). Two layouts reach it:
 //   DotOver::b_rows: x @ W.T with W [N, K] row-major (B's element (k, j) at j * col_stride + k),
 //   the layout of a linear layer's weight; up to 8 rows of A (16 on AVX-512, dot_max_rows).
-//   DotOver::a_rows: A @ B with up to kDotMaxCols columns of B and A's rows unit-stride along K
+//   DotOver::a_rows: A @ B with up to kDotMaxCols columns of B (AVX-512, with many rows: up to
+//   kDotMaxColsWide) and A's rows unit-stride along K
 //   (B's columns, copied contiguous where they are not, are the vectors).
 // Both packed B (or A) on every call before (the BLIS path), and ran at 2-3 GB/s on the Zen 3
 // (one column; 2-4 columns ran 5-11 GB/s on the direct and packed paths).
@@ -49,6 +50,20 @@ constexpr int64_t kDotMaxRowsWide[2] = {16, 32};  // [avx512]
 // 2.16x); 8 columns 0.29-0.59x in cache (2048x8x512, 300x8x300, 64x8x64, one thread 16x8x16),
 // 1.41x from memory (4096x8x4096): the direct kernels' 8-wide rows take those.
 constexpr int64_t kDotMaxCols = 4;
+// AVX-512, four columns a pass over each block of A's rows (dot_kernel.cpp): 5-8 columns in two
+// passes, where the direct kernels use 5-8 of a vector's 16 lanes. Paired plans, Intel Xeon, 2
+// threads, against direct_rows: 1000x8x512 1.57x, 300x8x1024 1.59x, 1024x7x384 1.59x,
+// 4096x5x256 1.67x, 500x5x500 1.50x, 768x6x1024 1.42x, 1500x6x200 1.42x, 256x6x1000 1.36x,
+// 512x5x128 1.34x, 1000x6x128 1.30x, 2000x7x700 1.17x, 256x8x256 1.15x, 8192x8x128 1.11x,
+// 300x7x300 1.07x. Outside the rule: 4096x8x64 0.78x, 64x8x256 0.81x, 16x5x1024 0.53x
+// (direct_k), 100x5x1000 1.01x, 2048x8x2048 0.95x and 3000x8x1000 0.92x (A of 16 and 12 MiB,
+// from memory). AVX2 (two columns a pass, 8 lanes) 0.79-1.14x (1000x8x512 0.79x, 1024x7x384
+// 0.85x): not taken.
+constexpr int64_t kDotMaxColsWide = 8;
+constexpr int64_t kDotWideColsMinRows = 256;
+constexpr int64_t kDotWideColsMinK = 128;
+constexpr int64_t kDotWideColsMaxK = 1024;
+constexpr int64_t kDotWideColsMaxABytes = int64_t{8} << 20;
 constexpr int64_t kDotGroup = 8;  // the kernel's rows per group
 // Two rows per pass: with several rows of A (x @ W.T), AVX-512 kernels take two rows
 // per pass over X's rows (dot_kernel.cpp; an odd last row alone), so X's block is read from L2
@@ -142,8 +157,12 @@ DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b) {
     return DotOver::none;
   const int64_t ld_res = p.epi.residual ? p.epi.ld_residual : 0;
   // A's rows against up to kDotMaxCols columns of B (outputs down C's columns, ldc apart).
-  if (p.N <= kDotMaxCols && p.a.col_stride == 1 && (p.N == 1 || p.M >= kDotGroup) &&
-      p.K >= dot_min_k(p.M, p.N, isa) &&
+  const bool a_rows_cols =
+      p.N <= kDotMaxCols || (isa == Isa::avx512 && p.N <= kDotMaxColsWide &&
+                             p.M >= kDotWideColsMinRows && p.K >= kDotWideColsMinK &&
+                             p.K <= kDotWideColsMaxK && p.M * p.K * 4 <= kDotWideColsMaxABytes);
+  if (a_rows_cols && p.a.col_stride == 1 && (p.N == 1 || p.M >= kDotGroup) &&
+      p.K >= dot_min_k(p.M, std::min(p.N, kDotMaxCols), isa) &&
       dot_fits(p.M == 1 ? 0 : p.a.row_stride, p.ldc, ld_res, p.K))
     return DotOver::a_rows;
   // Up to dot_max_rows rows of A against B's rows along K (not B's columns: the stream path's).
