@@ -391,17 +391,25 @@ TEST_CASE("x86 gemm: activations never compute on denormals", "[x86][gemm][epilo
 }
 
 TEST_CASE("x86 gemm: batched with broadcast batch dims", "[x86][gemm][batched]") {
+  // Small problems run one per task; larger ones (70x90x110, 130x70x300) one after another on
+  // all threads where the batch does not share out evenly over them (5 on 2 or 3 threads), else
+  // one per task as well (6).
+  static kiln::ThreadPool pool3(3);
   const std::vector<Shape> shapes = {
       {4, 5, 6}, {16, 16, 16}, {1, 100, 64}, {70, 90, 110}, {130, 70, 300}};
   for (Isa isa : supported_isas()) {
     for (const Shape& s : shapes) {
       for (int mode = 0; mode < 3; ++mode) {  // 0: all batched, 1: B broadcast, 2: A broadcast
-        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " mode " << mode);
-        BatchedCase bc(s, 5, mode != 2, mode != 1,
-                       EpiKind{Activation::silu, true, false, true, false, true},
-                       uint32_t(mode + s.K));
-        bc.run(pool2(), isa);
-        CHECK(bc.max_violation() <= 1.0);
+        for (int64_t batch : {5, 6}) {
+          kiln::ThreadPool& pool = (mode + batch) % 2 ? pool2() : pool3;
+          INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " mode " << mode
+                             << " batch " << batch << " threads " << pool.num_threads());
+          BatchedCase bc(s, batch, mode != 2, mode != 1,
+                         EpiKind{Activation::silu, true, false, true, false, true},
+                         uint32_t(mode + s.K + batch));
+          bc.run(pool, isa);
+          CHECK(bc.max_violation() <= 1.0);
+        }
       }
     }
   }
