@@ -391,9 +391,9 @@ TEST_CASE("x86 gemm: activations never compute on denormals", "[x86][gemm][epilo
 }
 
 TEST_CASE("x86 gemm: batched with broadcast batch dims", "[x86][gemm][batched]") {
-  // Small problems run one per task; larger ones (70x90x110, 130x70x300) one after another on
-  // all threads where the batch does not share out evenly over them (5 on 2 or 3 threads), else
-  // one per task as well (6).
+  // Small problems run one per task; larger ones (70x90x110, 130x70x300) one per task as far as
+  // the batch shares out evenly over the threads, the rest one after another on all threads (5
+  // on 2 threads: 4 + 1, on 3: 3 + 2; 6: all per task).
   static kiln::ThreadPool pool3(3);
   const std::vector<Shape> shapes = {
       {4, 5, 6}, {16, 16, 16}, {1, 100, 64}, {70, 90, 110}, {130, 70, 300}};

@@ -125,18 +125,6 @@ void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, T
                   Isa isa) {
   KILN_CHECK(batch >= 0) << "negative batch " << batch;
   if (batch == 0) return;
-  // Valid for the whole batch: this thread makes no other plan_for call until it returns.
-  // Small problems run one per task on the pool's threads, each alone: blocked for one thread.
-  // So do larger ones where the batch shares out evenly over the threads: each thread then runs
-  // whole problems, with no hand-over or shared packing inside one. Intel Xeon, 2 threads,
-  // paired in one process against one problem after another on both threads: 8x512^3 1.05x,
-  // 4x512^3 1.03x, 2x1024^3 1.02x, 16x256^3 1.09x, 48 x (384x384x64, x @ w.T) 1.07x,
-  // 12x384x64x384 1.02x, 6x1000x1000x100 1.08x, 8x128x4096x1024 1.01x, 4x2048x2048x64 1.03x.
-  const int64_t threads = pool.num_threads();
-  const bool per_task =
-      p.M * p.N * p.K <= 4 * kSmallVolume || (threads > 1 && batch % threads == 0);
-  std::shared_ptr<const GemmPlan> keep;
-  const GemmPlan* plan = &plan_for(p, isa, per_task ? 1 : int(threads), false, keep);
   auto item = [&](int64_t b) {
     GemmProblem q = p;
     q.a.data = p.a.data + b * st.a;
@@ -145,14 +133,31 @@ void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, T
     if (p.epi.residual) q.epi.residual = p.epi.residual + b * st.residual;
     return q;
   };
-  // Small problems (and an even share of larger ones): one per task across the pool; the others
-  // one after another, each parallel.
-  if (per_task) {
-    pool.parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t b = begin; b < end; ++b) plan->run_on(item(b), nullptr);
+  // Small problems run one per task on the pool's threads, each alone: blocked for one thread.
+  // So do larger ones as far as the batch shares out evenly over the threads: each thread then
+  // runs whole problems, with no hand-over or shared packing inside one; the rest run one after
+  // another on all threads. Intel Xeon, 2 threads, paired in one process against all of the
+  // batch one after another: 8x512^3 1.05x, 4x512^3 1.03x, 2x1024^3 1.02x, 16x256^3 1.09x, 48 x
+  // (384x384x64, x @ w.T) 1.07x, 12x384x64x384 1.02x, 6x1000x1000x100 1.08x, 8x128x4096x1024
+  // 1.01x, 4x2048x2048x64 1.03x; odd batches (the last problem on both threads) 3x512^3 1.02x,
+  // 5x256^3 1.06x, 3x1000x1000x100 1.05x, 5 x 384x384x64 (x @ w.T) 1.03x, 3x2048x2048x64 1.01x,
+  // 7x300^3 1.06x, 3x128x4096x1024 1.00x, 9x200^3 1.03x.
+  const int64_t threads = pool.num_threads();
+  const int64_t per_task = p.M * p.N * p.K <= 4 * kSmallVolume ? batch
+                           : threads > 1                       ? batch - batch % threads
+                                                               : 0;
+  if (per_task > 0) {
+    // Valid until this thread's next plan_for call (the one below comes after its last use).
+    std::shared_ptr<const GemmPlan> keep;
+    const GemmPlan& plan = plan_for(p, isa, 1, false, keep);
+    pool.parallel_for(per_task, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) plan.run_on(item(b), nullptr);
     });
-  } else {
-    for (int64_t b = 0; b < batch; ++b) plan->run_on(item(b), &pool);
+  }
+  if (per_task < batch) {
+    std::shared_ptr<const GemmPlan> keep;
+    const GemmPlan& plan = plan_for(p, isa, int(threads), false, keep);
+    for (int64_t b = per_task; b < batch; ++b) plan.run_on(item(b), &pool);
   }
 }
 
