@@ -43,7 +43,9 @@ struct Stats {
   int64_t kernel_memory_hits = 0;  // kernels a compile found in the in-memory kernel cache
   int64_t variants = 0;
   int64_t variant_limit_hits = 0;
-  int64_t fallbacks = 0;                           // kernels that did not take their fast path
+  int64_t fallbacks = 0;  // kernels that did not take their fast path
+  // call()s whose outputs shared memory with an input: run into temporary outputs, then copied.
+  int64_t aliased_output_calls = 0;
   std::map<std::string, int64_t> backend_kernels;  // kernels run per backend ("llvm", "x86")
   std::vector<std::string> recompile_reasons;
   std::vector<std::string> fallback_reasons;

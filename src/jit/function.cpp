@@ -4,6 +4,7 @@
 // compiled once (concurrent callers of the same variant wait for that one compile).
 #include "cache/disk_cache.h"
 #include "cache/key.h"
+#include "jit/aliasing.h"
 #include "ir/builder.h"
 #include "jit/compile.h"
 #include "jit/executable.h"
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <future>
 #include <optional>
 #include <mutex>
@@ -57,10 +59,11 @@ struct Function::State {
   std::optional<cache::CacheKey> decisions_key;  // none: not persisted
 
   // Counted on every call: per-thread slots (no lock-prefixed add on the hit path).
-  enum CallCount : size_t { kCalls, kMemoryHits, kCallCounts };
+  enum CallCount : size_t { kCalls, kMemoryHits, kAliasedOutputs, kCallCounts };
   ThreadCounters<kCallCounts, 8> counts;
   std::atomic<int64_t> compiles{0}, kernel_memory_hits{0}, disk_hits{0}, fallbacks{0},
       variant_limit_hits{0};
+  std::once_flag aliased_output_logged;
   std::mutex stats_mu;
   std::map<std::string, int64_t> backend_kernels;
   std::vector<std::string> recompile_reasons, fallback_reasons;
@@ -480,7 +483,23 @@ void Function::call(std::span<const Array> inputs, std::span<Array> outputs) con
   Hit hit = lookup(s, inputs);
   s.counts.add(State::kCalls);
   check_outputs(s, *hit.exe, hit.dims, outputs);
-  hit.exe->run(inputs, outputs, ThreadPool::global(), hit.dims);
+  if (!outputs_overlap_inputs(inputs, outputs))
+    return hit.exe->run(inputs, outputs, ThreadPool::global(), hit.dims);
+  // An output shares memory with an input: kernels may write it before they have read all of
+  // the input, so the call runs into fresh outputs and copies them over (counted, logged once).
+  s.counts.add(State::kAliasedOutputs);
+  std::call_once(s.aliased_output_logged, [&] {
+    KILN_LOG_AT(warn) << s.name
+                      << ": an output shares memory with an input; such calls run into "
+                         "temporary outputs and copy them (Stats::aliased_output_calls)";
+  });
+  std::vector<Array> fresh;
+  fresh.reserve(outputs.size());
+  for (const Array& o : outputs) fresh.push_back(Array::empty(o.shape(), o.dtype()));
+  hit.exe->run(inputs, fresh, ThreadPool::global(), hit.dims);
+  for (size_t i = 0; i < outputs.size(); ++i)  // both contiguous (check_outputs)
+    std::memcpy(outputs[i].data(), fresh[i].data(),
+                size_t(outputs[i].numel()) * dtype_size(outputs[i].dtype()));
 }
 
 Inspection Function::inspect(const std::vector<Array>& inputs) const {
@@ -507,6 +526,7 @@ Stats Function::stats() const {
   st.calls = s.counts.sum(State::kCalls);
   st.compiles = s.compiles.load();
   st.memory_hits = s.counts.sum(State::kMemoryHits);
+  st.aliased_output_calls = s.counts.sum(State::kAliasedOutputs);
   st.kernel_memory_hits = s.kernel_memory_hits.load();
   st.disk_hits = s.disk_hits.load();
   st.fallbacks = s.fallbacks.load();
