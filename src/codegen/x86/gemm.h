@@ -47,8 +47,9 @@ struct MatrixRef {
   int64_t col_stride = 1;
 };
 
-// C[M, N] (row stride ldc, unit column stride) = epilogue(A[M, K] @ B[K, N]). C must not alias A or
-// B.
+// C[M, N] (row stride ldc, unit column stride) = epilogue(A[M, K] @ B[K, N]). C must not alias A,
+// B or the residual: the K splits and the transposed path write C before they read the residual
+// (Function::call runs a caller's output that overlaps an input through a temporary).
 struct GemmProblem {
   int64_t M = 0, N = 0, K = 0;
   MatrixRef a, b;
