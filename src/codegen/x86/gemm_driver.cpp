@@ -317,13 +317,15 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   if (!prepacked_b && s.plan_transposed(p, base, threads, caches))
     return std::make_shared<GemmPlan>(std::move(impl));
   const int64_t T = std::max(1, threads);
+  // x.T @ w: A stored [K, M], its columns runs (the direct kernels read it in place too).
+  const bool a_transposed = p.a.col_stride != 1 && p.a.row_stride == 1;
   if (!prepacked_b && volume <= kSmallVolume && !p.dynamic_m && !p.dynamic_nk &&
       !(stream && p.N * p.K >= kStreamOverDirect) &&
       direct_disp_fits(p, p.M, p.N, b_unit ? p.b.row_stride : p.N)) {
     // On two threads or more, from kSmallSplitMinFmas: direct_rows in chunks of rows, one per
     // thread, handed over by ThreadPool::run_parts (where M makes two chunks).
     if (T > 1 && p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas &&
-        (p.a.col_stride == 1 || p.a.row_stride == 1) && !p.epi.col_scale &&
+        (p.a.col_stride == 1 || a_transposed) && !p.epi.col_scale &&
         s.plan_direct_rows(p, base, T, caches, /*split_only=*/true))
       return std::make_shared<GemmPlan>(std::move(impl));
     s.path = Path::direct;
@@ -347,7 +349,6 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   // 1024x32x8192 1.44x, 512x32x4096 1.76x, 128x64x4096 1.35x, 100x100x1000 1.58x, 64x48x8192
   // 1.76x, 16x16x8192 1.53x, 24x64x16384 1.96x, 11x8x3000 1.04x, 8x256x1000 0.98x; KILN_ISA=avx2
   // 1.29-1.67x (64x64x4096, 32x32x8192, 512x32x4096, 1024x16x4096, 16x16x8192).
-  const bool a_transposed = p.a.col_stride != 1 && p.a.row_stride == 1;
   const bool direct_k_can = !prepacked_b && b_unit && (p.a.col_stride == 1 || a_transposed) &&
                             !p.dynamic_m && !p.dynamic_nk && direct_k_fits(p.M, p.N, p.K, T, isa) &&
                             !b_rows_page_apart(p) && direct_disp_fits(p, p.M, p.N, p.b.row_stride);
