@@ -11,7 +11,9 @@
 namespace kiln {
 
 // True when any output's bytes overlap any input's (the spans from the lowest to the highest
-// element address; arrays without elements overlap nothing).
-bool outputs_overlap_inputs(std::span<const Array> inputs, std::span<const Array> outputs);
+// element address; arrays without elements overlap nothing). input_bytes, where given, holds per
+// input the bytes a contiguous one spans from its data pointer (-1: strided, its span computed).
+bool outputs_overlap_inputs(std::span<const Array> inputs, std::span<const Array> outputs,
+                            const int64_t* input_bytes = nullptr);
 
 }  // namespace kiln
