@@ -4,8 +4,8 @@
 // compiled once (concurrent callers of the same variant wait for that one compile).
 #include "cache/disk_cache.h"
 #include "cache/key.h"
-#include "jit/aliasing.h"
 #include "ir/builder.h"
+#include "jit/aliasing.h"
 #include "jit/compile.h"
 #include "jit/executable.h"
 #include "jit/shape_policy.h"
