@@ -411,6 +411,22 @@ TEST_CASE("x86 gemm: dot kernels for both ISAs generate on any host", "[x86][gem
     CHECK(lq.find(vecs == 4 ? "vfmadd231ps zmm23, zmm15" : "vfmadd231ps zmm19, zmm14") !=
           std::string::npos);
   }
+  // k_align: the head's and the two last steps' masks from X's address (bzhi), the head's and
+  // the second's steps skipped where their masks are empty (kortestw), loads under k2-k4.
+  KernelDesc dk = d;
+  dk.rows = 4;
+  dk.K = 300;
+  dk.b_rs = 304;
+  dk.a_rs = 304;
+  dk.k_align = 1;
+  const std::string& lk = kernel_listing(get_kernel(dk));
+  INFO("k_align\n" << lk.substr(0, 3000));
+  CHECK(lk.find("bzhi") != std::string::npos);
+  CHECK(lk.find("kortestw k2, k2") != std::string::npos);
+  CHECK(lk.find("kortestw k4, k4") != std::string::npos);
+  CHECK(lk.find("{k3}{z}") != std::string::npos);
+  dk.b_rs = 300;  // X's rows not whole lines apart
+  CHECK_THROWS(get_kernel(dk));
   d.rows = 5;
   CHECK_THROWS(get_kernel(d));
   // AVX2: two vectors in groups of four rows (ymm8-9 the rows, ymm12-13 the vectors); no more.
@@ -640,6 +656,58 @@ TEST_CASE("x86 gemm: A @ B with 5-8 columns and many rows takes the dot path on 
       CHECK(check_case(c, Isa::avx512, 1 + variant % 3, "dot", variant % 2 ? &small_l2 : nullptr) <=
             1.0);
       ++variant;
+    }
+  }
+}
+
+TEST_CASE("x86 gemm: the dot path's AVX-512 kernels align X's loads at run time (k_align)",
+          "[x86][gemm][dot]") {
+  // From K = 256, where X's rows are whole 64-byte lines apart, the kernel finds how far X sits
+  // off a line and takes a masked head first (dot_kernel.cpp). Every one of the 16 distances,
+  // with v as far off its line as X (the head taken) and not (no head); K a multiple of the
+  // vector and not (the two masked steps after the whole vectors: 0-30 elements); outputs in
+  // groups and partial ones; one to five vectors a pass, their rest kernel; every epilogue.
+  struct Form {
+    Shape s;
+    Layout la, lb;
+    bool ka;  // X's rows whole lines apart
+  };
+  const Form forms[] = {
+      // x @ W.T: X = W's rows (B's columns), v = A's rows.
+      {{4, 37, 256}, Layout::row_major, Layout::transposed, true},
+      {{5, 9, 1024}, Layout::row_major, Layout::transposed, true},
+      {{1, 130, 400}, Layout::row_major, Layout::transposed, true},
+      {{3, 8, 267}, Layout::row_major, Layout::transposed_padded, true},   // X's rows 272 apart
+      {{1, 1, 1035}, Layout::row_major, Layout::transposed_padded, true},  // one output
+      {{13, 130, 512}, Layout::row_major, Layout::transposed, true},       // 4 + 4 + 4 + 1
+      {{4, 33, 300}, Layout::row_major, Layout::transposed, false},        // rows 300 apart
+      // A @ B with 1-4 columns: X = A's rows, v = B's columns (copied where not contiguous).
+      {{40, 3, 512}, Layout::row_major, Layout::transposed, true},
+      {{33, 2, 377}, Layout::padded, Layout::row_major, true},  // A's rows 384 apart, B copied
+  };
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const Form& f : forms) {
+      for (int shift = 0; shift < 16; ++shift) {
+        // v as far off its line as X, or 5 floats further.
+        for (int v_further : {0, 5}) {
+          const bool over_a = f.s.N <= 4 && f.s.M > 4;
+          const int x_shift = shift, v_shift = (shift + v_further) % 16;
+          const EpiKind e = kEpilogueCycle[variant % 4];
+          Case c(f.s, f.la, f.lb, e, uint32_t(4900 + variant), 3, over_a ? x_shift : v_shift,
+                 over_a ? v_shift : x_shift);
+          auto plan = GemmPlan::make(c.problem(), isa, 1 + variant % 3);
+          bool ka = false;
+          for (const auto& k : plan->kernels()) ka |= k.name.find("_ka") != std::string::npos;
+          INFO(isa_name(isa) << " " << f.s.M << "x" << f.s.N << "x" << f.s.K << " X " << x_shift
+                             << " floats off a line, v " << v_shift << ", epilogue "
+                             << variant % 4);
+          CHECK(ka == (f.ka && isa == Isa::avx512));
+          CHECK(path_taken(*plan, c, pool2()) == "dot");
+          CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+          ++variant;
+        }
+      }
     }
   }
 }

@@ -100,12 +100,13 @@ class Rng {
   uint64_t s_;
 };
 
-// A [rows x cols] operand stored in a buffer of its own with a leading offset.
+// A [rows x cols] operand stored in a buffer of its own with a leading offset. line_shift >= 0
+// moves its start to that many floats past a 64-byte line (else it lies where malloc put it).
 struct Operand {
   std::vector<float> storage;
   MatrixRef ref;
 
-  Operand(int64_t rows, int64_t cols, Layout layout, Rng& rng) {
+  Operand(int64_t rows, int64_t cols, Layout layout, Rng& rng, int line_shift = -1) {
     int64_t rs = 0, cs = 0, offset = 0, size = 0;
     switch (layout) {
       case Layout::row_major:
@@ -130,8 +131,13 @@ struct Operand {
         rs = 1, cs = rows + 5, offset = 3, size = cols * cs;
         break;
     }
-    storage.resize(size_t(offset + size + 1));
+    storage.resize(size_t(offset + size + 1 + (line_shift >= 0 ? 16 : 0)));
     for (float& v : storage) v = rng.uniform();
+    if (line_shift >= 0) {
+      const int64_t off_line =
+          int64_t(reinterpret_cast<uintptr_t>(storage.data() + offset) / 4 % 16);
+      offset += (line_shift - off_line + 16) % 16;
+    }
     ref = MatrixRef{storage.data() + offset, rs, cs};
   }
   double at(int64_t i, int64_t j) const {
@@ -186,8 +192,10 @@ class Case {
  public:
   // c_pad: elements between C's rows (and the residual's: c_pad + 2); 0 for a one-column C
   // stored as a contiguous column.
-  Case(Shape s, Layout la, Layout lb, EpiKind e, uint32_t seed, int64_t c_pad = 3)
-      : s_(s), e_(e), rng_(seed), a_(s.M, s.K, la, rng_), b_(s.K, s.N, lb, rng_) {
+  // a_shift, b_shift: Operand's line_shift for A and B.
+  Case(Shape s, Layout la, Layout lb, EpiKind e, uint32_t seed, int64_t c_pad = 3, int a_shift = -1,
+       int b_shift = -1)
+      : s_(s), e_(e), rng_(seed), a_(s.M, s.K, la, rng_, a_shift), b_(s.K, s.N, lb, rng_, b_shift) {
     ldc_ = s.N + c_pad;
     c_.assign(size_t(std::max<int64_t>(1, s.M * ldc_ + 8)), kSentinel);
     bias_.resize(size_t(s.N + 1));

@@ -595,6 +595,7 @@ PlanInfo describe(const GemmPlan& plan) {
       if (s.dot_rest[1]) tag("rest_vecs=" + std::to_string(s.dot_rest[1]->desc.rows));
       if (s.nchunks > 1) tag("chunks>1");
       if (s.dot[0]) tag("blocks>1");
+      if (s.dot[1]->desc.k_align) tag("k_align");
       d << " chunk=" << s.chunk << " nchunks=" << s.nchunks << " dot_block=" << s.dot_block;
       break;
     case Path::edge_split:

@@ -17,6 +17,12 @@
 // that two passes with two vectors take (those are split across lines wherever X's rows are
 // not 64-byte aligned). AVX2 kernels with two vectors take groups of four rows the same way
 // (eight accumulators in its sixteen registers).
+// AVX-512 kernels with k_align (X's rows a multiple of 64 bytes apart) find at run time how many
+// elements h (0-15) lie before X's next 64-byte line, take K's first h elements as a masked head
+// (the top h lanes of the line before) and the rest from that line on, so no load of X is split
+// across two lines; the K elements past the whole vectors that always fit (0-30 of them, as h
+// varies) take two masked steps. A weight from malloc or NumPy sits 16 bytes off a line: every
+// 64-byte load of it split in two. v must sit as far off its line as X (else h = 0).
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
@@ -44,10 +50,13 @@ class DotGen {
         vl_(v_.lanes()),
         vecs_(int(d.rows)),
         quad_(vecs_ >= 3 || (vecs_ == 2 && !v_.avx512())),
-        group_rows_(quad_ ? kQuadRows : kRows) {
+        group_rows_(quad_ ? kQuadRows : kRows),
+        ka_(d.k_align != 0) {
     KILN_CHECK(d.cols >= 1 && d.K >= 1 && d.a_cs == 1 &&
                (d.rows == 1 || d.rows == 2 || (d.rows <= 4 && d.isa == int64_t(Isa::avx512))))
         << d.name();
+    KILN_CHECK(!ka_ || (v_.avx512() && d.K >= 2 * vl_ && (d.cols == 1 || d.b_rs % vl_ == 0)))
+        << "k_align needs AVX-512, K of two vectors and X's rows on whole lines: " << d.name();
     auto mag = [](int64_t v) { return v < 0 ? -v : v; };
     const int64_t reach =
         (group_rows_ - 1) * std::max({mag(d.b_rs), mag(d.ldc), mag(d.ld_res)}) * 4 + d.K * 4 + 64 +
@@ -60,9 +69,18 @@ class DotGen {
   // One group of `rows` rows of X: their sums, the epilogue, the store of `rows` outputs.
   void group(int rows);
   // k_step in groups of four rows (quad_): acc_quad(j, r) += v_j[k0, k0 + n) * X[r, k0, k0 + n).
-  void k_step_quad(int rows, int32_t off, int n, bool idx);
+  void k_step_quad(int rows, int32_t off, int n, bool idx, const ax::KReg* lanes);
   // acc(r) += v[k0 .. k0 + n) * X[r, k0 .. k0 + n) over `rows` rows; `idx` adds the loop's offset.
-  void k_step(int rows, int u, int32_t off, int n, bool idx);
+  // `lanes` (k_align): a mask register set at run time, which takes the place of n.
+  void k_step(int rows, int u, int32_t off, int n, bool idx, const ax::KReg* lanes = nullptr);
+  // dst = [m] over n lanes (masked-off lanes zero), or over the lanes of `lanes` where given.
+  void load(const ax::Vec& dst, const ax::Mem& m, int n, const ax::KReg* lanes);
+  // k_align: h (the head's elements) and the masks of the head and of the two steps after the
+  // whole vectors, from X's address.
+  void align_setup();
+  // k_align: a masked step (the head, or the second after the whole vectors), skipped where its
+  // mask is empty.
+  void masked_step(int rows, int32_t off, bool idx, const ax::KReg& lanes);
   // ymm0 = the eight accumulators' sums (lane r: row r).
   void reduce();
   void epilogue_store(int rows);
@@ -102,37 +120,52 @@ class DotGen {
   int vecs_;        // vectors per pass (d.rows)
   bool quad_;       // groups of four rows of X, each row's vector of K loaded once for all vectors
   int group_rows_;  // rows of X per group
+  bool ka_;         // k_align: X's loads on its lines (a head of h_ elements, found at run time)
   // args, v, X, out arrive as the call's arguments (KernelFn); xe_/ve_: X's group and v past the
   // looped part of K; idx_: the loop's (negative) byte offset; the group counter; bias, residual;
   // the column scale (r12, saved only by kernels that have one).
   const ax::Gp args_ = ax::rdi, v_base_ = ax::rsi, x_ = ax::rdx, out_ = ax::rcx, xe_ = ax::r8,
                ve_ = ax::r9, idx_ = ax::r10, gcnt_ = ax::r11, bias_ = ax::rbx, res_ = ax::rbp,
                cs_ = ax::r12;
+  // k_align: h * 4 (bytes before X's next line), saved and restored; the masks of the head and
+  // of the two steps after the whole vectors.
+  const ax::Gp hbytes_ = ax::r13;
+  const ax::KReg khead_ = ax::k2, krest1_ = ax::k3, krest2_ = ax::k4;
   int64_t kloop_ = 0;  // elements of K covered by the loop (a multiple of kUnroll vectors)
+  int64_t kvec_ = 0;   // whole vectors of K (k_align: those that fit past any head)
 };
 
-void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx) {
-  if (quad_) return k_step_quad(rows, off, n, idx);
+void DotGen::load(const ax::Vec& dst, const ax::Mem& m, int n, const ax::KReg* lanes) {
+  if (lanes)
+    a_.k(*lanes).z().vmovups(dst, m);
+  else if (n == vl_)
+    a_.vmovups(dst, m);
+  else  // masked lanes zero (AVX-512: the mask is k1; AVX2: loaded into tmp())
+    v_.load_masked(dst, m, n, tmp());
+}
+
+void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx, const ax::KReg* lanes) {
+  if (quad_) return k_step_quad(rows, off, n, idx, lanes);
   const ax::Vec v = vin(u);
   const ax::Mem vm = idx ? ax::ptr(ve_, idx_, 0, off) : ax::ptr(ve_, off);
   if (d_.rows == 2) {
     const int32_t off2 = off + int32_t(d_.a_rs * 4);
     const ax::Mem vm2 = idx ? ax::ptr(ve_, idx_, 0, off2) : ax::ptr(ve_, off2);
     const ax::Vec v2 = vin2(u);
-    if (n == vl_) {
-      a_.vmovups(v, vm);
-      a_.vmovups(v2, vm2);
-    } else {  // masked lanes zero, as below (AVX-512: the mask is k1, the vector unused)
-      v_.load_masked(v, vm, n, tmp());
-      v_.load_masked(v2, vm2, n, tmp());
-    }
+    load(v, vm, n, lanes);
+    load(v2, vm2, n, lanes);
     for (int r = 0; r < rows; ++r) {
-      if (n == vl_)
-        a_.vmovups(xrow(r), xmem(r, off, idx));
-      else
-        v_.load_masked(xrow(r), xmem(r, off, idx), n, tmp());
+      load(xrow(r), xmem(r, off, idx), n, lanes);
       a_.vfmadd231ps(acc(r), v, xrow(r));
       a_.vfmadd231ps(acc2(r), v2, xrow(r));
+    }
+    return;
+  }
+  if (lanes) {
+    load(v, vm, n, lanes);
+    for (int r = 0; r < rows; ++r) {
+      load(tmp(), xmem(r, off, idx), n, lanes);
+      a_.vfmadd231ps(acc(r), v, tmp());
     }
     return;
   }
@@ -150,23 +183,58 @@ void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx) {
   }
 }
 
-void DotGen::k_step_quad(int rows, int32_t off, int n, bool idx) {
+void DotGen::k_step_quad(int rows, int32_t off, int n, bool idx, const ax::KReg* lanes) {
   for (int j = 0; j < vecs_; ++j) {
     const int32_t o = off + int32_t(j * d_.a_rs * 4);
-    const ax::Mem vm = idx ? ax::ptr(ve_, idx_, 0, o) : ax::ptr(ve_, o);
-    if (n == vl_)
-      a_.vmovups(vin_quad(j), vm);
-    else  // masked lanes zero (AVX-512: the mask is k1; AVX2: loaded into tmp())
-      v_.load_masked(vin_quad(j), vm, n, tmp());
+    load(vin_quad(j), idx ? ax::ptr(ve_, idx_, 0, o) : ax::ptr(ve_, o), n, lanes);
   }
   for (int r = 0; r < rows; ++r) {
     const ax::Vec x = xrow_quad(r);
-    if (n == vl_)
-      a_.vmovups(x, xmem(r, off, idx));
-    else
-      v_.load_masked(x, xmem(r, off, idx), n, tmp());
+    load(x, xmem(r, off, idx), n, lanes);
     for (int j = 0; j < vecs_; ++j) a_.vfmadd231ps(acc_quad(j, r), vin_quad(j), x);
   }
+}
+
+void DotGen::align_setup() {
+  // hbytes = (-X) mod 64, rounded down to whole floats; h = hbytes / 4. Where v sits a different
+  // distance off its line than X, no head (h = 0): aligning X's loads would split v's.
+  asmjit::Label same = a_.newLabel();
+  a_.mov(hbytes_, x_);
+  a_.neg(hbytes_);
+  a_.and_(hbytes_, 60);
+  a_.mov(idx_, x_);
+  a_.sub(idx_, v_base_);
+  a_.test(idx_.r32(), 63);
+  a_.jz(same);
+  a_.xor_(hbytes_.r32(), hbytes_.r32());
+  a_.bind(same);
+  a_.mov(idx_, hbytes_);
+  a_.shr(idx_, 2);
+  // The head: lanes [vl - h, vl) of the line before (X + hbytes - 64), K's elements [0, h).
+  a_.mov(gcnt_.r32(), (1 << vl_) - 1);
+  a_.neg(idx_);
+  a_.add(idx_, vl_);
+  a_.bzhi(ax::eax, gcnt_.r32(), idx_.r32());  // lanes [0, vl - h)
+  a_.xor_(ax::eax, gcnt_.r32());              // lanes [vl - h, vl)
+  a_.kmovw(khead_, ax::eax);
+  // r = K - h - kvec_ * vl elements after the whole vectors, in [0, 2 vl - 1): min(r, vl) lanes
+  // in the first step, the rest (r - vl where positive) in the second.
+  a_.add(idx_, int32_t(d_.K - kvec_ * vl_ - vl_));
+  a_.bzhi(ax::eax, gcnt_.r32(), idx_.r32());
+  a_.kmovw(krest1_, ax::eax);
+  a_.xor_(ax::eax, ax::eax);  // (before the sub: it sets the flags cmovs reads)
+  a_.sub(idx_, vl_);
+  a_.cmovs(idx_, ax::rax);
+  a_.bzhi(ax::eax, gcnt_.r32(), idx_.r32());
+  a_.kmovw(krest2_, ax::eax);
+}
+
+void DotGen::masked_step(int rows, int32_t off, bool idx, const ax::KReg& lanes) {
+  asmjit::Label skip = a_.newLabel();
+  a_.kortestw(lanes, lanes);
+  a_.jz(skip);
+  k_step(rows, 0, off, vl_, idx, &lanes);
+  a_.bind(skip);
 }
 
 void DotGen::reduce() {
@@ -288,8 +356,14 @@ void DotGen::group(int rows) {
   if (v_.avx512() && d_.rows >= 2)
     for (int r = 0; r < kRows; ++r) v_.zero(acc2(r));
   const int32_t vbytes = int32_t(vl_ * 4);
-  const int64_t kvec = d_.K / vl_;  // whole vectors of K
-  a_.lea(xe_, ax::ptr(x_, int32_t(kloop_ * 4)));
+  if (ka_) {
+    // X (and v) from the head's end: xe_ = X + hbytes + the loop's bytes. The head's line
+    // starts 64 bytes before X + hbytes: at offset -(the loop's bytes) - 64 from xe_.
+    a_.lea(xe_, ax::ptr(x_, hbytes_, 0, int32_t(kloop_ * 4)));
+    masked_step(rows, int32_t(-kloop_ * 4 - vl_ * 4), false, khead_);
+  } else {
+    a_.lea(xe_, ax::ptr(x_, int32_t(kloop_ * 4)));
+  }
   if (kloop_ > 0) {
     asmjit::Label loop = a_.newLabel();
     a_.mov(idx_, -kloop_ * 4);
@@ -300,11 +374,15 @@ void DotGen::group(int rows) {
     a_.jnz(loop);
   }
   // Whole vectors past the loop, then the masked tail.
-  const int64_t rest = kvec - kloop_ / vl_;
+  const int64_t rest = kvec_ - kloop_ / vl_;
   for (int64_t i = 0; i < rest; ++i)
     k_step(rows, int(i % kUnroll), int32_t(i * vbytes), vl_, false);
-  const int tail = int(d_.K % vl_);
-  if (tail) k_step(rows, int(rest % kUnroll), int32_t(rest * vbytes), tail, false);
+  if (ka_) {
+    k_step(rows, 0, int32_t(rest * vbytes), vl_, false, &krest1_);
+    masked_step(rows, int32_t((rest + 1) * vbytes), false, krest2_);
+  } else if (const int tail = int(d_.K % vl_)) {
+    k_step(rows, int(rest % kUnroll), int32_t(rest * vbytes), tail, false);
+  }
   if (quad_) return quad_vectors(rows);
   reduce();
   epilogue_store(rows);
@@ -319,11 +397,19 @@ void DotGen::emit() {
     a_.push(cs_);
     a_.mov(cs_, ax::ptr(args_, arg(offsetof(KernelArgs, col_scale))));
   }
+  // k_align: the whole vectors that fit past any head of 0 to vl - 1 elements.
+  kvec_ = ka_ ? (d_.K - vl_ + 1) / vl_ : d_.K / vl_;
+  kloop_ = kvec_ / kUnroll * kUnroll * vl_;
+  if (ka_) {
+    a_.push(hbytes_);
+    align_setup();
+    a_.lea(ve_, ax::ptr(v_base_, hbytes_, 0, int32_t(kloop_ * 4)));
+  } else {
+    a_.lea(ve_, ax::ptr(v_base_, int32_t(kloop_ * 4)));
+  }
   v_.load_const_base();
   const int tail = int(d_.K % vl_);
-  if (tail) v_.set_mask(tail, idx_);
-  kloop_ = d_.K / (kUnroll * vl_) * (kUnroll * vl_);
-  a_.lea(ve_, ax::ptr(v_base_, int32_t(kloop_ * 4)));
+  if (tail && !ka_) v_.set_mask(tail, idx_);
   if (d_.has_bias) a_.mov(bias_, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
   if (d_.has_residual) a_.mov(res_, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
   const int64_t groups = d_.cols / group_rows_;
@@ -355,6 +441,7 @@ void DotGen::emit() {
   }
   if (rest) group(rest);
   a_.vzeroupper();
+  if (ka_) a_.pop(hbytes_);
   if (d_.has_col_scale) a_.pop(cs_);
   a_.pop(ax::rbp);
   a_.pop(ax::rbx);

@@ -68,6 +68,7 @@ std::string KernelDesc::name() const {
     s += "_N" + num(cols) + "K" + num(K) + "_b" + num(b_rs);
     if (ldc != 1) s += "_c" + num(ldc);
     if (rows >= 2) s += "_v" + num(rows) + "a" + num(a_rs);
+    if (k_align) s += "_ka";
   } else {
     s += "_M" + num(rows) + "N" + num(cols) + "K" + num(K) + "_a" + num(a_rs) + "," + num(a_cs) +
          "_b" + num(b_rs) + "_c" + num(ldc);
@@ -116,8 +117,8 @@ struct DescHash {
 //   address) | code (with those bytes zero)
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
-constexpr uint64_t kBlobVersion = 10;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
-                                       // 9: cols_outer; 10: has_col_scale
+constexpr uint64_t kBlobVersion = 11;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
+                                       // 9: cols_outer; 10: has_col_scale; 11: k_align
 constexpr uint64_t kMaxRelocs = 64;    // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB
@@ -223,10 +224,11 @@ std::string canonical_text(const KernelDesc& d) {
   f("b_prefetch", d.b_prefetch);
   f("rows_cap", d.rows_cap);
   f("cols_outer", d.cols_outer);
+  f("k_align", d.k_align);
   return s;
 }
 // A field added to KernelDesc must be added to canonical_text() (and bumps kBlobVersion).
-static_assert(sizeof(KernelDesc) == 23 * sizeof(int64_t));
+static_assert(sizeof(KernelDesc) == 24 * sizeof(int64_t));
 
 cache::CacheKey blob_key(const KernelDesc& d) {
   char cpu[32];
