@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <strings.h>
 #include <dnnl.hpp>
 #include <functional>
 #include <map>
@@ -424,14 +425,30 @@ Options parse(int argc, char** argv) {
 // SSE3 "Prescott" kernels on others (Emerald Rapids here: 32 GFLOP/s at 512^3 instead of ~200).
 // Its core type is read when the library loads, so when it guessed that and the CPU has AVX-512
 // (or AVX2), the benchmark restarts itself with the newest matching core type.
-void fix_openblas_core_type(char** argv) {
+// With KILN_ISA=avx2 the peers are capped to AVX2 as well (OpenBLAS's Haswell kernels, oneDNN's
+// DNNL_MAX_CPU_ISA=AVX2, LIBXSMM_TARGET=hsw), so that kiln's AVX2 kernels meet what an AVX2
+// machine's libraries run, not their AVX-512 kernels. A peer variable already set is kept.
+bool peers_capped_to_avx2() {
+  const char* isa = std::getenv("KILN_ISA");
+  return isa && strcasecmp(isa, "avx2") == 0;
+}
+
+void match_peer_isas(char** argv) {
+  if (peers_capped_to_avx2()) {
+    setenv("DNNL_MAX_CPU_ISA", "AVX2", 0);
+    setenv("LIBXSMM_TARGET", "hsw", 0);
+  }
+  if (std::getenv("OPENBLAS_CORETYPE")) return;
   const std::string core = openblas_get_corename();
-  if (std::getenv("OPENBLAS_CORETYPE") || core != "Prescott") return;
-  const char* want = __builtin_cpu_supports("avx512bf16") ? "Cooperlake"
-                     : __builtin_cpu_supports("avx512f")  ? "SkylakeX"
-                     : __builtin_cpu_supports("avx2")     ? "Haswell"
-                                                          : nullptr;
-  if (!want) return;
+  const char* want = nullptr;
+  if (peers_capped_to_avx2() && __builtin_cpu_supports("avx2"))
+    want = "Haswell";
+  else if (core == "Prescott")
+    want = __builtin_cpu_supports("avx512bf16") ? "Cooperlake"
+           : __builtin_cpu_supports("avx512f")  ? "SkylakeX"
+           : __builtin_cpu_supports("avx2")     ? "Haswell"
+                                                : nullptr;
+  if (!want || strcasecmp(core.c_str(), want) == 0) return;
   setenv("OPENBLAS_CORETYPE", want, 1);
   execv("/proc/self/exe", argv);
   std::perror("gemm_bench: re-exec with OPENBLAS_CORETYPE failed");
@@ -440,7 +457,7 @@ void fix_openblas_core_type(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fix_openblas_core_type(argv);
+  match_peer_isas(argv);
   const Options opt = parse(argc, argv);
   const std::string pin = kiln::bench::pin_process(kThreads);
   openblas_set_num_threads(kThreads);
@@ -454,6 +471,9 @@ int main(int argc, char** argv) {
   std::printf("kiln x86 ISA: %s (KILN_ISA caps it); OpenBLAS core type: %s%s\n",
               x86::isa_name().c_str(), openblas_get_corename(),
               std::getenv("OPENBLAS_CORETYPE") ? " (set by OPENBLAS_CORETYPE)" : "");
+  if (peers_capped_to_avx2())
+    std::printf("peers capped to AVX2 with kiln: DNNL_MAX_CPU_ISA=%s, LIBXSMM_TARGET=%s\n",
+                std::getenv("DNNL_MAX_CPU_ISA"), std::getenv("LIBXSMM_TARGET"));
   std::printf("paired rounds: %d, about %.0f ms per contender per round; operands: %s\n",
               opt.rounds, opt.burst_s * 1e3,
               g_operand_align ? "on 64-byte lines (--align=64)" : "from malloc (16-byte aligned)");
