@@ -17,12 +17,14 @@
 // that two passes with two vectors take (those are split across lines wherever X's rows are
 // not 64-byte aligned). AVX2 kernels with two vectors take groups of four rows the same way
 // (eight accumulators in its sixteen registers).
-// AVX-512 kernels with k_align (X's rows a multiple of 64 bytes apart) find at run time how many
-// elements h (0-15) lie before X's next 64-byte line, take K's first h elements as a masked head
-// (the top h lanes of the line before) and the rest from that line on, so no load of X is split
-// across two lines; the K elements past the whole vectors that always fit (0-30 of them, as h
-// varies) take two masked steps. A weight from malloc or NumPy sits 16 bytes off a line: every
-// 64-byte load of it split in two. v must sit as far off its line as X (else h = 0).
+// Kernels with k_align (X's rows a multiple of a vector's bytes apart) find at run time how many
+// elements h lie before X's next vector boundary (AVX-512: 0-15, to its 64-byte line; AVX2:
+// 0-7, to 32 bytes), take K's first h elements as a masked head (the top h lanes of the vector
+// before) and the rest from that boundary on, so no load of X is split across two lines; the K
+// elements past the whole vectors that always fit (0 to 2 vl - 2 of them, as h varies) take two
+// masked steps. The masks: AVX-512 k2-k4, AVX2 ymm11, ymm14, ymm15 (free in its kernels). A
+// weight from malloc or NumPy sits 16 bytes off a line: every 64-byte load of it split in two,
+// every other 32-byte one. v must sit as far off a boundary as X (else h = 0).
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
@@ -34,9 +36,13 @@ namespace kiln::x86 {
 
 namespace {
 
+// k_align's run-time masks (DotGen::kmask, ymask).
+enum class Lanes { none, head, rest1, rest2 };
+
 constexpr int kRows = 8;      // rows of X per group (one or two vectors), one accumulator each
 constexpr int kQuadRows = 4;  // rows of X per group with three or four vectors
 constexpr int kUnroll = 2;    // vectors of K per loop iteration
+constexpr int kAvx2MaskStack = 3 * 32;  // k_align, AVX2: the three masks' copies
 
 int32_t arg(size_t offset) { return static_cast<int32_t>(offset); }
 
@@ -55,8 +61,8 @@ class DotGen {
     KILN_CHECK(d.cols >= 1 && d.K >= 1 && d.a_cs == 1 &&
                (d.rows == 1 || d.rows == 2 || (d.rows <= 4 && d.isa == int64_t(Isa::avx512))))
         << d.name();
-    KILN_CHECK(!ka_ || (v_.avx512() && d.K >= 2 * vl_ && (d.cols == 1 || d.b_rs % vl_ == 0)))
-        << "k_align needs AVX-512, K of two vectors and X's rows on whole lines: " << d.name();
+    KILN_CHECK(!ka_ || (d.K >= 2 * vl_ && (d.cols == 1 || d.b_rs % vl_ == 0)))
+        << "k_align needs K of two vectors and X's rows whole vectors apart: " << d.name();
     auto mag = [](int64_t v) { return v < 0 ? -v : v; };
     const int64_t reach =
         (group_rows_ - 1) * std::max({mag(d.b_rs), mag(d.ldc), mag(d.ld_res)}) * 4 + d.K * 4 + 64 +
@@ -69,18 +75,23 @@ class DotGen {
   // One group of `rows` rows of X: their sums, the epilogue, the store of `rows` outputs.
   void group(int rows);
   // k_step in groups of four rows (quad_): acc_quad(j, r) += v_j[k0, k0 + n) * X[r, k0, k0 + n).
-  void k_step_quad(int rows, int32_t off, int n, bool idx, const ax::KReg* lanes);
+  void k_step_quad(int rows, int32_t off, int n, bool idx, Lanes lanes);
   // acc(r) += v[k0 .. k0 + n) * X[r, k0 .. k0 + n) over `rows` rows; `idx` adds the loop's offset.
-  // `lanes` (k_align): a mask register set at run time, which takes the place of n.
-  void k_step(int rows, int u, int32_t off, int n, bool idx, const ax::KReg* lanes = nullptr);
+  // `lanes` (k_align): a mask set at run time, which takes the place of n.
+  void k_step(int rows, int u, int32_t off, int n, bool idx, Lanes lanes = Lanes::none);
   // dst = [m] over n lanes (masked-off lanes zero), or over the lanes of `lanes` where given.
-  void load(const ax::Vec& dst, const ax::Mem& m, int n, const ax::KReg* lanes);
+  void load(const ax::Vec& dst, const ax::Mem& m, int n, Lanes lanes);
   // k_align: h (the head's elements) and the masks of the head and of the two steps after the
   // whole vectors, from X's address.
   void align_setup();
   // k_align: a masked step (the head, or the second after the whole vectors), skipped where its
   // mask is empty.
-  void masked_step(int rows, int32_t off, bool idx, const ax::KReg& lanes);
+  void masked_step(int rows, int32_t off, bool idx, Lanes lanes);
+  // k_align's masks: AVX-512 k2-k4, AVX2 ymm11, ymm14, ymm15.
+  ax::KReg kmask(Lanes l) const { return ax::KReg(ax::k2.id() + uint32_t(l) - 1); }
+  ax::Ymm ymask(Lanes l) const {
+    return ax::ymm(l == Lanes::head ? 11 : l == Lanes::rest1 ? 14 : 15);
+  }
   // ymm0 = the eight accumulators' sums (lane r: row r).
   void reduce();
   void epilogue_store(int rows);
@@ -120,7 +131,7 @@ class DotGen {
   int vecs_;        // vectors per pass (d.rows)
   bool quad_;       // groups of four rows of X, each row's vector of K loaded once for all vectors
   int group_rows_;  // rows of X per group
-  bool ka_;         // k_align: X's loads on its lines (a head of h_ elements, found at run time)
+  bool ka_;         // k_align: X's loads on its lines (a head of h elements, found at run time)
   // args, v, X, out arrive as the call's arguments (KernelFn); xe_/ve_: X's group and v past the
   // looped part of K; idx_: the loop's (negative) byte offset; the group counter; bias, residual;
   // the column scale (r12, saved only by kernels that have one).
@@ -130,21 +141,22 @@ class DotGen {
   // k_align: h * 4 (bytes before X's next line), saved and restored; the masks of the head and
   // of the two steps after the whole vectors.
   const ax::Gp hbytes_ = ax::r13;
-  const ax::KReg khead_ = ax::k2, krest1_ = ax::k3, krest2_ = ax::k4;
   int64_t kloop_ = 0;  // elements of K covered by the loop (a multiple of kUnroll vectors)
   int64_t kvec_ = 0;   // whole vectors of K (k_align: those that fit past any head)
 };
 
-void DotGen::load(const ax::Vec& dst, const ax::Mem& m, int n, const ax::KReg* lanes) {
-  if (lanes)
-    a_.k(*lanes).z().vmovups(dst, m);
+void DotGen::load(const ax::Vec& dst, const ax::Mem& m, int n, Lanes lanes) {
+  if (lanes != Lanes::none && v_.avx512())
+    a_.k(kmask(lanes)).z().vmovups(dst, m);
+  else if (lanes != Lanes::none)
+    a_.vmaskmovps(dst, ymask(lanes), m);
   else if (n == vl_)
     a_.vmovups(dst, m);
   else  // masked lanes zero (AVX-512: the mask is k1; AVX2: loaded into tmp())
     v_.load_masked(dst, m, n, tmp());
 }
 
-void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx, const ax::KReg* lanes) {
+void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx, Lanes lanes) {
   if (quad_) return k_step_quad(rows, off, n, idx, lanes);
   const ax::Vec v = vin(u);
   const ax::Mem vm = idx ? ax::ptr(ve_, idx_, 0, off) : ax::ptr(ve_, off);
@@ -161,7 +173,7 @@ void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx, const ax::KRe
     }
     return;
   }
-  if (lanes) {
+  if (lanes != Lanes::none) {
     load(v, vm, n, lanes);
     for (int r = 0; r < rows; ++r) {
       load(tmp(), xmem(r, off, idx), n, lanes);
@@ -183,7 +195,7 @@ void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx, const ax::KRe
   }
 }
 
-void DotGen::k_step_quad(int rows, int32_t off, int n, bool idx, const ax::KReg* lanes) {
+void DotGen::k_step_quad(int rows, int32_t off, int n, bool idx, Lanes lanes) {
   for (int j = 0; j < vecs_; ++j) {
     const int32_t o = off + int32_t(j * d_.a_rs * 4);
     load(vin_quad(j), idx ? ax::ptr(ve_, idx_, 0, o) : ax::ptr(ve_, o), n, lanes);
@@ -196,44 +208,81 @@ void DotGen::k_step_quad(int rows, int32_t off, int n, bool idx, const ax::KReg*
 }
 
 void DotGen::align_setup() {
-  // hbytes = (-X) mod 64, rounded down to whole floats; h = hbytes / 4. Where v sits a different
-  // distance off its line than X, no head (h = 0): aligning X's loads would split v's.
+  // Scratch: idx_, gcnt_ and xe_, ve_ (set after this). hbytes = (-X) mod the vector's bytes,
+  // rounded down to whole floats; h = hbytes / 4. Where v sits a different distance off a
+  // boundary than X, no head (h = 0): aligning X's loads would split v's.
+  const int32_t vbytes = vl_ * 4;
   asmjit::Label same = a_.newLabel();
   a_.mov(hbytes_, x_);
   a_.neg(hbytes_);
-  a_.and_(hbytes_, 60);
+  a_.and_(hbytes_, vbytes - 4);
   a_.mov(idx_, x_);
   a_.sub(idx_, v_base_);
-  a_.test(idx_.r32(), 63);
+  a_.test(idx_.r32(), vbytes - 1);
   a_.jz(same);
   a_.xor_(hbytes_.r32(), hbytes_.r32());
   a_.bind(same);
-  a_.mov(idx_, hbytes_);
-  a_.shr(idx_, 2);
-  // The head: lanes [vl - h, vl) of the line before (X + hbytes - 64), K's elements [0, h).
-  a_.mov(gcnt_.r32(), (1 << vl_) - 1);
-  a_.neg(idx_);
-  a_.add(idx_, vl_);
-  a_.bzhi(ax::eax, gcnt_.r32(), idx_.r32());  // lanes [0, vl - h)
-  a_.xor_(ax::eax, gcnt_.r32());              // lanes [vl - h, vl)
-  a_.kmovw(khead_, ax::eax);
   // r = K - h - kvec_ * vl elements after the whole vectors, in [0, 2 vl - 1): min(r, vl) lanes
-  // in the first step, the rest (r - vl where positive) in the second.
-  a_.add(idx_, int32_t(d_.K - kvec_ * vl_ - vl_));
-  a_.bzhi(ax::eax, gcnt_.r32(), idx_.r32());
-  a_.kmovw(krest1_, ax::eax);
-  a_.xor_(ax::eax, ax::eax);  // (before the sub: it sets the flags cmovs reads)
-  a_.sub(idx_, vl_);
-  a_.cmovs(idx_, ax::rax);
-  a_.bzhi(ax::eax, gcnt_.r32(), idx_.r32());
-  a_.kmovw(krest2_, ax::eax);
+  // in the first step (rest1), the rest (r - vl where positive) in the second (rest2).
+  const int32_t r0 = int32_t(d_.K - kvec_ * vl_);  // r for h = 0
+  if (v_.avx512()) {
+    // The head: lanes [vl - h, vl) of the vector before (X + hbytes - 64), K's elements [0, h).
+    const ax::Gp ones = gcnt_.r32(), m = xe_.r32();
+    a_.mov(ones, (1 << vl_) - 1);
+    a_.mov(idx_, hbytes_);
+    a_.shr(idx_, 2);
+    a_.neg(idx_);
+    a_.add(idx_, vl_);
+    a_.bzhi(m, ones, idx_.r32());  // lanes [0, vl - h)
+    a_.xor_(m, ones);              // lanes [vl - h, vl)
+    a_.kmovw(kmask(Lanes::head), m);
+    a_.add(idx_, r0 - vl_);  // r
+    a_.bzhi(m, ones, idx_.r32());
+    a_.kmovw(kmask(Lanes::rest1), m);
+    a_.xor_(m, m);  // (before the sub: it sets the flags cmovs reads)
+    a_.sub(idx_, vl_);
+    a_.cmovs(idx_.r32(), m);
+    a_.bzhi(m, ones, idx_.r32());
+    a_.kmovw(kmask(Lanes::rest2), m);
+    return;
+  }
+  // AVX2: the mask table's lanes [0, n) start (8 - n) floats in (VecEmitter::mask_mem). The
+  // head's: lanes [0, 8 - h) at hbytes in, inverted.
+  a_.vmovdqu(ymask(Lanes::head), v_.mask_table(hbytes_, 0));
+  a_.vpcmpeqd(ymask(Lanes::rest2), ymask(Lanes::rest2), ymask(Lanes::rest2));
+  a_.vpxor(ymask(Lanes::head), ymask(Lanes::head), ymask(Lanes::rest2));
+  // rest1: n = min(r, 8), at (8 - n) * 4 = 32 - 4 n; rest2: n = max(r - 8, 0).
+  const ax::Gp r = idx_, n = gcnt_, off = xe_;
+  a_.mov(r, hbytes_);
+  a_.shr(r, 2);
+  a_.neg(r);
+  a_.add(r, r0);
+  a_.mov(n, vl_);
+  a_.cmp(r, vl_);
+  a_.cmovb(n, r);
+  a_.mov(off, n);
+  a_.shl(off, 2);
+  a_.neg(off);
+  a_.vmovdqu(ymask(Lanes::rest1), v_.mask_table(off, vbytes));
+  a_.xor_(n.r32(), n.r32());
+  a_.sub(r, vl_);
+  a_.cmovs(r, n);
+  a_.shl(r, 2);
+  a_.neg(r);
+  a_.vmovdqu(ymask(Lanes::rest2), v_.mask_table(r, vbytes));
+  // Kept on the stack: the epilogue's temporaries take these registers.
+  for (Lanes l : {Lanes::head, Lanes::rest1, Lanes::rest2})
+    a_.vmovdqu(ax::ptr(ax::rsp, int32_t(uint32_t(l) - 1) * vbytes), ymask(l));
 }
 
-void DotGen::masked_step(int rows, int32_t off, bool idx, const ax::KReg& lanes) {
+void DotGen::masked_step(int rows, int32_t off, bool idx, Lanes lanes) {
   asmjit::Label skip = a_.newLabel();
-  a_.kortestw(lanes, lanes);
+  if (v_.avx512())
+    a_.kortestw(kmask(lanes), kmask(lanes));
+  else
+    a_.vtestps(ymask(lanes), ymask(lanes));  // ZF: no lane's sign bit set
   a_.jz(skip);
-  k_step(rows, 0, off, vl_, idx, &lanes);
+  k_step(rows, 0, off, vl_, idx, lanes);
   a_.bind(skip);
 }
 
@@ -356,11 +405,14 @@ void DotGen::group(int rows) {
   if (v_.avx512() && d_.rows >= 2)
     for (int r = 0; r < kRows; ++r) v_.zero(acc2(r));
   const int32_t vbytes = int32_t(vl_ * 4);
+  if (ka_ && !v_.avx512())
+    for (Lanes l : {Lanes::head, Lanes::rest1, Lanes::rest2})
+      a_.vmovdqu(ymask(l), ax::ptr(ax::rsp, int32_t(uint32_t(l) - 1) * vbytes));
   if (ka_) {
     // X (and v) from the head's end: xe_ = X + hbytes + the loop's bytes. The head's line
     // starts 64 bytes before X + hbytes: at offset -(the loop's bytes) - 64 from xe_.
     a_.lea(xe_, ax::ptr(x_, hbytes_, 0, int32_t(kloop_ * 4)));
-    masked_step(rows, int32_t(-kloop_ * 4 - vl_ * 4), false, khead_);
+    masked_step(rows, int32_t(-kloop_ * 4 - vl_ * 4), false, Lanes::head);
   } else {
     a_.lea(xe_, ax::ptr(x_, int32_t(kloop_ * 4)));
   }
@@ -378,8 +430,8 @@ void DotGen::group(int rows) {
   for (int64_t i = 0; i < rest; ++i)
     k_step(rows, int(i % kUnroll), int32_t(i * vbytes), vl_, false);
   if (ka_) {
-    k_step(rows, 0, int32_t(rest * vbytes), vl_, false, &krest1_);
-    masked_step(rows, int32_t((rest + 1) * vbytes), false, krest2_);
+    k_step(rows, 0, int32_t(rest * vbytes), vl_, false, Lanes::rest1);
+    masked_step(rows, int32_t((rest + 1) * vbytes), false, Lanes::rest2);
   } else if (const int tail = int(d_.K % vl_)) {
     k_step(rows, int(rest % kUnroll), int32_t(rest * vbytes), tail, false);
   }
@@ -400,14 +452,15 @@ void DotGen::emit() {
   // k_align: the whole vectors that fit past any head of 0 to vl - 1 elements.
   kvec_ = ka_ ? (d_.K - vl_ + 1) / vl_ : d_.K / vl_;
   kloop_ = kvec_ / kUnroll * kUnroll * vl_;
+  v_.load_const_base();
   if (ka_) {
     a_.push(hbytes_);
+    if (!v_.avx512()) a_.sub(ax::rsp, kAvx2MaskStack);
     align_setup();
     a_.lea(ve_, ax::ptr(v_base_, hbytes_, 0, int32_t(kloop_ * 4)));
   } else {
     a_.lea(ve_, ax::ptr(v_base_, int32_t(kloop_ * 4)));
   }
-  v_.load_const_base();
   const int tail = int(d_.K % vl_);
   if (tail && !ka_) v_.set_mask(tail, idx_);
   if (d_.has_bias) a_.mov(bias_, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
@@ -441,6 +494,7 @@ void DotGen::emit() {
   }
   if (rest) group(rest);
   a_.vzeroupper();
+  if (ka_ && !v_.avx512()) a_.add(ax::rsp, kAvx2MaskStack);
   if (ka_) a_.pop(hbytes_);
   if (d_.has_col_scale) a_.pop(cs_);
   a_.pop(ax::rbp);

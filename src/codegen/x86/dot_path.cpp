@@ -40,14 +40,19 @@ namespace {
 // 12x16x1024 0.95x, but 9x21x211 1.69x. Past 32 rows the packed path's kernels catch up (AVX-512
 // 48x4096x4096 0.96x, 64x4096x4096 0.87x; 64x1000x1024 1.22x).
 constexpr int64_t kDotMaxRows = 8;
-// From K = kDotAlignMinK, AVX-512 kernels align X's loads to its lines at run time (k_align,
-// dot_kernel.cpp) where X's rows are whole lines apart. Paired plans, 2 threads, Emerald Rapids,
-// against the kernel without, operands 16 bytes off a line (as malloc and NumPy give): x @ W.T
-// 32x4096x4096 1.45x, 32x4096x11008 1.41x, 16x1000x1024 1.45x, 8x1024x1024 1.33x, 2x1024x768
-// 1.47x, 1x512x512 1.45x, 1x1024x1024 1.10x, 16x512x512 1.27x, 4x256x256 1.12x, 16x256x256
-// 1.00x; on 64-byte lines (no head) 0.96-1.01x (16x256x256 0.96x, 16x512x512 0.98x). Below 256
-// the extra masked steps cost more than the split loads (16x128x128 0.86x, 8x64x192 0.95x).
-constexpr int64_t kDotAlignMinK = 256;
+// From K = kDotAlignMinK, the kernels align X's loads at run time (k_align, dot_kernel.cpp)
+// where X's rows are whole vectors apart. Paired plans, 2 threads, Emerald Rapids, against the
+// kernel without, operands 16 bytes off a line (as malloc and NumPy give), x @ W.T:
+// - AVX-512 (to 64-byte lines): 32x4096x4096 1.45x, 32x4096x11008 1.41x, 16x1000x1024 1.45x,
+//   8x1024x1024 1.33x, 2x1024x768 1.47x, 1x512x512 1.45x, 1x1024x1024 1.10x, 16x512x512 1.27x,
+//   4x256x256 1.12x, 16x256x256 1.00x; on 64-byte lines (no head) 0.96-1.01x (16x256x256 0.96x,
+//   16x512x512 0.98x). Below 256 the extra masked steps cost more than the split loads
+//   (16x128x128 0.86x, 8x64x192 0.95x).
+// - AVX2 (to 32 bytes): 8x1024x1024 1.39x, 16x1000x1024 1.39x, 2x1024x768 1.35x, 1x512x512
+//   1.33x, 4x256x256 1.15x, 4x4096x4096 1.10x, 1x512x128 1.16x, 4x256x128 1.09x, 8x1024x128
+//   1.02x, 16x128x128 0.99x; on 32 bytes 0.97-1.03x. At K = 64 mixed (8x64x64 0.93x, 1x256x64
+//   1.35x).
+constexpr int64_t kDotAlignMinK[2] = {128, 256};  // [avx512]
 constexpr int64_t kDotMaxRowsPairs = 16;
 constexpr int64_t kDotWideMinCols = 128;
 constexpr int64_t kDotMaxRowsWide[2] = {16, 32};  // [avx512]
@@ -198,9 +203,10 @@ void GemmPlan::Impl::plan_dot(const GemmProblem& p, DotOver over, const KernelDe
   d.ldc = over == DotOver::a_rows && nout > 1 ? p.ldc : 1;
   d.ld_res = !base.has_residual ? 0 : over == DotOver::a_rows && nout > 1 ? p.epi.ld_residual : 1;
   d.bias_bcast = over == DotOver::a_rows && (base.has_bias || base.has_col_scale);
-  // AVX-512: X's loads aligned to its lines at run time, where its rows all sit the same
-  // distance off one.
-  d.k_align = isa == Isa::avx512 && p.K >= kDotAlignMinK && (nout == 1 || d.b_rs % 16 == 0);
+  // X's loads aligned at run time, where its rows all sit the same distance off a vector's
+  // boundary.
+  const bool avx512 = isa == Isa::avx512;
+  d.k_align = p.K >= kDotAlignMinK[avx512] && (nout == 1 || d.b_rs % (avx512 ? 16 : 8) == 0);
   // Several vectors per pass over X: rows of A (b_rows) or columns of B (a_rows).
   // Their distance is an immediate: A's row stride or B's column stride, or K where run_dot
   // copies them (their elements not unit-stride along K).

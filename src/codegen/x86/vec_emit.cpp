@@ -77,6 +77,10 @@ void VecEmitter::load_const_base() {
   if (t_const_base_sites) t_const_base_sites->push_back(uint64_t(a_.offset()) - 8);
 }
 
+ax::Mem VecEmitter::mask_table(const ax::Gp& index, int32_t disp) const {
+  return ax::ptr(const_reg_, index, 0, int32_t(offsetof(ConstTables, masks)) + disp);
+}
+
 ax::Mem VecEmitter::mask_mem(int n) const {
   return ax::ptr(const_reg_, int32_t(offsetof(ConstTables, masks) + (8 - n) * 4));
 }

@@ -77,6 +77,9 @@ class VecEmitter {
   void set_mask(int n, const ax::Gp& scratch);
   // AVX2: dst = the vmaskmovps mask of lanes [0, n).
   void load_lane_mask(const ax::Vec& dst, int n) { a_.vmovups(dst, mask_mem(n)); }
+  // The AVX2 mask table (8 lanes set, then 8 clear) at index + disp bytes: lanes [0, n) at
+  // (8 - n) * 4, for an n known only at run time.
+  ax::Mem mask_table(const ax::Gp& index, int32_t disp) const;
   void load_masked(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp);
   void store_masked(const ax::Mem& m, const ax::Vec& src, int n, const ax::Vec& tmp);
   // dst += [m] over `n` lanes (n == lanes(): plain). tmp is clobbered.
