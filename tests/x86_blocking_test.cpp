@@ -381,3 +381,54 @@ TEST_CASE("x86 blocking: AVX-512 kernels pack A over each block's first column p
   CHECK(row_major.max_violation() > 1.0);  // C still holds the sentinel: nothing computed
   CHECK(worst_on_every_pool(*plan, padded) <= 1.0);
 }
+
+TEST_CASE(
+    "x86 blocking: short rows of work split M over the threads, and small symbolic "
+    "problems keep to one",
+    "[x86][blocking][gemm]") {
+  // blocking.cpp, kSplitNMaxRowWork: where a thread's columns times K is at most 8192 and every
+  // thread gets a row tile, M is split (split over N, the threads share a line of each row of a
+  // C off its lines).
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    INFO(isa_name(isa));
+    for (const Shape s : std::vector<Shape>{{64, 64, 64}, {96, 96, 96}, {16, 64, 64}}) {
+      INFO(s.M << "x" << s.N << "x" << s.K);
+      const PackedBlocking b = packed_blocking(s.M, s.N, s.K, isa, 2, false, kXeon.caches);
+      CHECK(b.tm == 2);
+      CHECK(b.tn == 1);
+    }
+    // Past the bound, N splits as before: 48x128x256 (64 columns x 256 a thread), 64x4096x64.
+    CHECK(packed_blocking(48, 128, 256, isa, 2, false, kXeon.caches).tn == 2);
+    CHECK(packed_blocking(64, 4096, 64, isa, 2, false, kXeon.caches).tn == 2);
+  }
+  // One panel (AVX-512: N up to 32) and too few row tiles: nothing to split that way.
+  const PackedBlocking one = packed_blocking(32, 32, 32, Isa::avx512, 2, false, kXeon.caches);
+  CHECK(one.tm * one.tn == 1);
+  CHECK(packed_blocking(10, 64, 64, Isa::avx512, 2, false, kXeon.caches).tm == 1);
+
+  // gemm_driver.cpp, kPackedSplitMaxVolume: symbolic dims up to 128 Ki multiply-adds run the
+  // packed path on the calling thread; an exact problem that small runs direct kernels. Each
+  // against the reference on every pool, C off its lines (Case's C starts one float in).
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const Shape s : std::vector<Shape>{{16, 64, 64},
+                                            {48, 48, 48},
+                                            {23, 57, 91},
+                                            {32, 64, 64},
+                                            {64, 64, 64},
+                                            {96, 96, 96},
+                                            {64, 128, 64},
+                                            {10, 64, 64}}) {
+      Case c(s, Layout::row_major, Layout::row_major, kEpilogueCycle[variant % 4],
+             uint32_t(9700 + variant));
+      GemmProblem p = c.problem();
+      p.dynamic_m = p.dynamic_nk = true;
+      auto plan = GemmPlan::make(p, isa, 2);
+      INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K);
+      for (const KernelInfo& k : plan->kernels()) CHECK(k.name.rfind("packed_", 0) == 0);
+      CHECK(plan->caller_only() == (s.M * s.N * s.K <= 128 * 1024));
+      CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+      ++variant;
+    }
+  }
+}

@@ -72,6 +72,17 @@ constexpr int64_t kSplitMMinTiles = 4;
 // spinning threads ran before the other plan more often): 8-10 panels (256^3 0.94-1.01x,
 // 300x300x2048 0.96-0.98x) and A bigger than B (2000x256x1000 0.96-0.98x).
 constexpr int64_t kSplitNMinPanels = 8;
+// ... and split M, not N, where the threads' columns would be short rows of work (a thread's
+// columns times K up to kSplitNMaxRowWork) and each thread gets a row tile: split over N, every
+// row of C has a line that both threads write where C sits off a line (as malloc and NumPy give
+// it), and at these sizes that line's trips between the cores cost more than the row's
+// arithmetic. Such problems reach the packed path when their dims are symbolic (the direct paths
+// take them when exact). Paired plans, 2 threads, Emerald Rapids, all dims symbolic, against the
+// split over N, C 16 bytes off a line: 48^3 2.22x, 64^3 2.25x, 80^3 1.75x, 96^3 1.47x, 64x128x64
+// 1.79x, 16x64x64 1.65x, 20x100x50 1.28x, 40x40x200 0.93x; on 64-byte lines 0.85-1.37x (64^3
+// 0.92x, 64x128x64 0.85x, 16x64x64 0.89x, 80^3 1.37x). Past the bound the split over N keeps
+// its edge (48x128x256 or 28x100x300 split over M: 0.56x and 0.42x, B packed by both threads).
+constexpr int64_t kSplitNMaxRowWork = 8192;
 
 // K split (PackedBlocking::tk). Split over N, every task packs all of A, over all of K (split
 // over M, all of B); split over K, each packs its K blocks of A and of B. Fewer elements are
@@ -148,6 +159,9 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   if (isa == Isa::avx512 && M * kSplitMMinRowsPerCol >= N && b.mtiles >= kSplitMMinTiles * T)
     b.tm = T;
   if (isa == Isa::avx512 && b.npanels >= kSplitNMinPanels * T && M <= N) b.tm = 1;
+  if (b.tm == 1 && std::min(T, b.npanels) > 1 && b.mtiles >= T &&
+      ceil_div(N, T) * K <= kSplitNMaxRowWork)
+    b.tm = T;
   while (T % b.tm) --b.tm;
   b.tn = std::clamp<int64_t>(T / b.tm, 1, b.npanels);
   // KC: 512, or 1024 when each task has at least 512 rows and L2 holds a 1024 x NR panel of B in

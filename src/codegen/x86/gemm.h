@@ -184,8 +184,8 @@ class GemmPlan {
   // splits K (a plan for a PackedB does neither).
   bool prepacked_b_pays() const;
   // Whether run() keeps to the calling thread whatever the pool (one direct kernel, a dot plan
-  // of one chunk, the two of them for C's last column and the rest, or nothing to do); false
-  // where it may hand tasks to the pool's workers.
+  // of one chunk, a packed plan of one task, the two of them for C's last column and the rest,
+  // or nothing to do); false where it may hand tasks to the pool's workers.
   bool caller_only() const;
   ~GemmPlan();
   struct Impl;

@@ -128,6 +128,8 @@ constinit ThreadCounters<kCallCountFields> g_call_counts;
 // B from memory (weights rotated over 256 MB) 1.76-2.57x (1.00-1.66x). Below it, 1x100x100
 // 0.83x (0.67x).
 constexpr int64_t kStreamOverDirect = 64 * 1024;
+// The packed path's largest volume (M * N * K) with symbolic dims that runs on one thread.
+constexpr int64_t kPackedSplitMaxVolume = 128 * 1024;
 
 }  // namespace
 
@@ -395,7 +397,15 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   // BLIS blocking from the cache sizes.
   s.path = Path::packed;
   const bool b_transposed = p.b.row_stride == 1 && p.b.col_stride != 1;
-  s.blk = packed_blocking(p.M, p.N, p.K, isa, threads, prepacked_b, caches, b_transposed);
+  // Symbolic dims up to kPackedSplitMaxVolume (exact problems that small take the direct paths),
+  // one thread: the packing both threads do and the hand-over cost more than the halved
+  // arithmetic saves. Paired plans, all dims symbolic, 2 threads against 1: 16x64x64
+  // 0.62x, 48^3 0.84x, 32x64x64 0.84x, 8x128x128 0.87x, 128x32x32 0.95x, 23x57x91 0.97x,
+  // 64x32x64 1.00x, 256x16x32 1.17x; above it 40x40x100 0.89x, 100x50x30 1.07x, 56^3 1.01x, 64^3
+  // 1.10x (split over M), 80^3 1.30x.
+  const int packed_threads =
+      (p.dynamic_m || p.dynamic_nk) && volume <= kPackedSplitMaxVolume ? 1 : threads;
+  s.blk = packed_blocking(p.M, p.N, p.K, isa, packed_threads, prepacked_b, caches, b_transposed);
   // AVX-512: A is packed by the kernels of each block's first column panel, which read it in
   // place (s.blk.a_rs). Its 14-row panels are otherwise packed by gathers in a pass before them,
   // with A's rows from L3 (9.5 GB/s, a memcpy's rate on this host) and nothing to overlap: 7% of
@@ -604,7 +614,9 @@ bool GemmPlan::caller_only() const {
   const Impl& s = *impl_;
   if (s.path == Path::edge_split) return s.split_main->caller_only() && s.split_edge->caller_only();
   if (s.path == Path::transposed) return s.transposed_plan->caller_only();
-  return s.path == Path::direct || s.path == Path::empty || (s.path == Path::dot && s.nchunks <= 1);
+  return s.path == Path::direct || s.path == Path::empty ||
+         (s.path == Path::dot && s.nchunks <= 1) ||
+         (s.path == Path::packed && s.blk.tm * s.blk.tn * s.blk.tk == 1);
 }
 
 void GemmPlan::run(const GemmProblem& p, ThreadPool& pool, const PackedB* packed) const {
