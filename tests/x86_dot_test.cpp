@@ -722,3 +722,50 @@ TEST_CASE("x86 gemm: the dot path's kernels align X's loads at run time (k_align
     }
   }
 }
+
+TEST_CASE("x86 gemm: a symbolic M keeps x @ W.T on the dot path, over a bounded set of kernels",
+          "[x86][gemm][dot][dynamic]") {
+  // dot_path_for: b_rows' kernels take M's rows one to four at a time (two on AVX2), so a
+  // symbolic M (GemmProblem::dynamic_m) keeps them; a_rows' outputs are M, so it does not, nor
+  // does a symbolic N or K. Every M from 1 up to the dot path's rows, against the reference, and
+  // the kernels all of them use (one epilogue, plans for 2 threads): at most four vector counts
+  // (as a pass and as the rest), each for the blocks and the last block, of each of the two
+  // blockings (one pass or several).
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    for (const auto& [N, K] : std::vector<std::pair<int64_t, int64_t>>{{37, 300}, {130, 1024}}) {
+      std::set<std::string> names;
+      int dot_plans = 0;
+      const EpiKind e = kEpilogueCycle[variant % 4];
+      for (int64_t M = 1; M <= 24; ++M) {
+        Case c({M, N, K}, Layout::row_major, Layout::transposed, e, uint32_t(5300 + variant));
+        GemmProblem p = c.problem();
+        p.dynamic_m = true;
+        const bool exact_dot = dot_path_for(c.problem(), isa, false) == DotOver::b_rows;
+        CHECK((dot_path_for(p, isa, false) == DotOver::b_rows) == exact_dot);
+        auto plan = GemmPlan::make(p, isa, 2);
+        INFO(isa_name(isa) << " " << M << "x" << N << "x" << K << " (M symbolic)");
+        if (exact_dot) {
+          CHECK(path_taken(*plan, c, pool2()) == "dot");
+          for (const KernelInfo& k : plan->kernels()) names.insert(k.name);
+          ++dot_plans;
+        }
+        CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+        ++variant;
+      }
+      INFO(isa_name(isa) << " N " << N << " K " << K);
+      CHECK(dot_plans >= 8);
+      CHECK(names.size() <= 16);
+    }
+  }
+  // A @ B with few columns (a_rows) and a symbolic N or K stay off the dot path.
+  Case narrow({64, 3, 512}, Layout::row_major, Layout::transposed, EpiKind{}, 5390);
+  GemmProblem p = narrow.problem();
+  REQUIRE(dot_path_for(p, Isa::avx2, false) == DotOver::a_rows);
+  p.dynamic_m = true;
+  CHECK(dot_path_for(p, Isa::avx2, false) == DotOver::none);
+  Case wide({4, 130, 1024}, Layout::row_major, Layout::transposed, EpiKind{}, 5391);
+  p = wide.problem();
+  p.dynamic_nk = true;
+  CHECK(dot_path_for(p, Isa::avx2, false) == DotOver::none);
+}

@@ -166,15 +166,17 @@ int64_t dot_max_rows(int64_t N, Isa isa) {
 }  // namespace
 
 DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b) {
-  if (prepacked_b || p.K < 1 || p.M < 1 || p.N < 1 || p.dynamic_m || p.dynamic_nk)
-    return DotOver::none;
+  // A symbolic N or K is baked into every dot kernel; a symbolic M only into a_rows' (its
+  // outputs), while b_rows' kernels take M's rows one to four at a time (dot_vecs and the rest:
+  // at most eight kernels per N and K).
+  if (prepacked_b || p.K < 1 || p.M < 1 || p.N < 1 || p.dynamic_nk) return DotOver::none;
   const int64_t ld_res = p.epi.residual ? p.epi.ld_residual : 0;
   // A's rows against up to kDotMaxCols columns of B (outputs down C's columns, ldc apart).
   const bool a_rows_cols =
       p.N <= kDotMaxCols || (isa == Isa::avx512 && p.N <= kDotMaxColsWide &&
                              p.M >= kDotWideColsMinRows && p.K >= kDotWideColsMinK &&
                              p.K <= kDotWideColsMaxK && p.M * p.K * 4 <= kDotWideColsMaxABytes);
-  if (a_rows_cols && p.a.col_stride == 1 && (p.N == 1 || p.M >= kDotGroup) &&
+  if (a_rows_cols && !p.dynamic_m && p.a.col_stride == 1 && (p.N == 1 || p.M >= kDotGroup) &&
       p.K >= dot_min_k(p.M, std::min(p.N, kDotMaxCols), isa) &&
       dot_fits(p.M == 1 ? 0 : p.a.row_stride, p.ldc, ld_res, p.K))
     return DotOver::a_rows;
