@@ -473,7 +473,9 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     CHECK(std::string(path_of({32, 1000, 300})) == (isa == Isa::avx2 ? "packed" : "skinny"));
     CHECK(std::string(path_of({33, 1000, 300})) == "packed");
     CHECK(std::string(path_of({8, 100, 4096})) == "direct");
-    // With M symbolic, skinny only up to 8 rows (its kernels are specialized per M).
+    // With M symbolic, skinny up to 8 rows where B is within a tenth of L2 (the direct kernels'
+    // row blocks take more), else as far as with M exact (its kernels, specialized per M, at
+    // most 16 or 32 per N and K).
     auto skinny_when_dynamic = [&](Shape s) {
       Case c(s, Layout::row_major, Layout::row_major, EpiKind{}, 1);
       GemmProblem p = c.problem();
@@ -482,7 +484,24 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
       return first.rfind("direct_", 0) == 0;
     };
     CHECK(skinny_when_dynamic({8, 1000, 300}));
-    CHECK_FALSE(skinny_when_dynamic({9, 1000, 300}));
+    CHECK(skinny_when_dynamic({16, 1000, 300}));
+    CHECK(skinny_when_dynamic({32, 1000, 300}) == (isa == Isa::avx512));
+    CHECK_FALSE(skinny_when_dynamic({33, 1000, 300}));
+    auto path_when_dynamic = [&](Shape s) {
+      Case c(s, Layout::row_major, Layout::row_major, EpiKind{}, 2);
+      GemmProblem p = c.problem();
+      p.dynamic_m = true;
+      auto plan = GemmPlan::make(p, isa, 2);
+      const GemmStats before = stats();
+      plan->run(c.problem(), pool2());
+      const GemmStats after = stats();
+      CHECK(c.max_violation() <= 1.0);
+      return after.skinny_calls > before.skinny_calls   ? "skinny"
+             : after.direct_calls > before.direct_calls ? "direct"
+                                                        : "other";
+    };
+    CHECK(std::string(path_when_dynamic({16, 1000, 300})) == "skinny");
+    CHECK(std::string(path_when_dynamic({9, 100, 100})) == "direct");  // B 40 KB: row blocks
     // K = 0 there: one empty K block, C = the epilogue of zero (planning divided by zero once;
     // found by tests/fuzz/x86_gemm_fuzz.cpp).
     for (int64_t m : {2, 5, 8}) {

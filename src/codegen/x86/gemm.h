@@ -59,8 +59,9 @@ struct GemmProblem {
   // Extents that change from call to call (symbolic dims): only paths whose kernels do not depend
   // on them are taken (register-blocked MR x NR kernels, edge kernels by remainder; for M, direct
   // kernels over fixed blocks of rows and one per remainder), so the set of generated kernels
-  // stays bounded. A dynamic M of at most 8 keeps the GEMV-like path (its kernels are specialized
-  // per M, at most 8 of them per N and K).
+  // stays bounded. A dynamic M keeps the GEMV-like and skinny paths where an exact one would
+  // take them (their kernels are specialized per M, at most 32 of them per N and K), and x @ W.T
+  // the dot path (its kernels take one to four rows of A at a time).
   bool dynamic_m = false;
   bool dynamic_nk = false;
 };

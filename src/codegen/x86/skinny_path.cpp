@@ -20,8 +20,14 @@ namespace {
 constexpr int64_t kSkinnyRows = 16;        // AVX2
 constexpr int64_t kSkinnyRowsAvx512 = 32;  // AVX-512
 // With M symbolic (GemmProblem::dynamic_m) the skinny kernels, specialized per M, are bounded to
-// this many per N and K.
+// kSkinnyDynamicRows per N and K where B is within a tenth of L2 (kSkinnyDynamicSmallBShare: past
+// those rows the direct kernels' row blocks take such a B, their kernels bounded for every M);
+// with a larger B they take the rows they take with M exact (at most 16, AVX-512 32, kernels per
+// N and K, made as each M first comes), which packed A and B on every call before: paired plans,
+// 2 threads, M symbolic against exact, 12x512x512 0.50x -> 1.00x, 16x512x512 0.50x -> 1.01x,
+// 9x1000x300 0.36x -> 1.00x, 32x512x512 0.84x -> 1.01x.
 constexpr int64_t kSkinnyDynamicRows = 8;
+constexpr int64_t kSkinnyDynamicSmallBShare = 10;
 constexpr int64_t kSkinnyKBlock = 512;
 // The skinny path's kernels walk B's rows down each column tile. Rows a page or more apart put
 // every k-step's load in a new page, past the reach of the hardware prefetchers (and, at a power
@@ -88,9 +94,10 @@ bool b_rows_page_apart(const GemmProblem& p) {
 
 bool GemmPlan::Impl::plan_skinny(const GemmProblem& p, const KernelDesc& base, int64_t T,
                                  bool prepacked_b, bool direct_k_can, const CacheSizes& caches) {
-  const int64_t skinny_rows = p.dynamic_m        ? kSkinnyDynamicRows
-                              : isa == Isa::avx2 ? kSkinnyRows
-                                                 : kSkinnyRowsAvx512;
+  const bool small_b = p.K * p.N * 4 <= caches.l2_bytes / kSkinnyDynamicSmallBShare;
+  const int64_t skinny_rows = p.dynamic_m && small_b ? kSkinnyDynamicRows
+                              : isa == Isa::avx2     ? kSkinnyRows
+                                                     : kSkinnyRowsAvx512;
   const bool page_apart = b_rows_page_apart(p);
   if (prepacked_b || p.M > skinny_rows || p.b.col_stride != 1 || p.dynamic_nk || direct_k_can ||
       (page_apart && p.M > kSkinnyPageApartRows) || !direct_disp_fits(p, p.M, p.N, p.b.row_stride))
