@@ -692,9 +692,15 @@ TEST_CASE("x86 gemm: the dot path's kernels align X's loads at run time (k_align
       {{1, 1, 1035}, Layout::row_major, Layout::transposed_padded, true},  // one output
       {{13, 130, 512}, Layout::row_major, Layout::transposed, true},       // 4 + 4 + 4 + 1
       {{4, 33, 300}, Layout::row_major, Layout::transposed, false},        // rows 300 apart
+      // From 256 outputs v is copied to X's distance off a line where it sits at another
+      // (run_dot, kDotRealignMinOuts); A's rows reversed (a negative row stride) too.
+      {{5, 300, 512}, Layout::row_major, Layout::transposed, true},
+      {{3, 260, 256}, Layout::reversed_rows, Layout::transposed, true},
       // A @ B with 1-4 columns: X = A's rows, v = B's columns (copied where not contiguous).
       {{40, 3, 512}, Layout::row_major, Layout::transposed, true},
       {{33, 2, 377}, Layout::padded, Layout::row_major, true},  // A's rows 384 apart, B copied
+      {{300, 3, 512}, Layout::row_major, Layout::transposed, true},
+      {{257, 4, 384}, Layout::row_major, Layout::row_major, true},
   };
   int variant = 0;
   for (Isa isa : supported_isas()) {

@@ -14,6 +14,9 @@
 #include "codegen/x86/pack.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace kiln::x86 {
 
@@ -53,6 +56,13 @@ constexpr int64_t kDotMaxRows = 8;
 //   1.02x, 16x128x128 0.99x; on 32 bytes 0.97-1.03x. At K = 64 mixed (8x64x64 0.93x, 1x256x64
 //   1.35x).
 constexpr int64_t kDotAlignMinK[2] = {128, 256};  // [avx512]
+// From this many outputs (X's rows), a v that sits off its line a different distance than X (or
+// is copied anyway) is copied to X's distance (run_dot), so that the kernels align both. Paired
+// on one plan, 2 threads, against v left where it is: W 16 bytes off a line and x on one, x @ W.T
+// 32x4096x4096 1.25x, 32x11008x4096 1.17x, 8x1024x1024 1.18x, 16x1000x1024 1.22x, 4x4096x4096
+// 1.03x; x off and W on, 32x4096x4096 1.20x, 16x256x512 1.05x, A @ B 1024x4x1024 1.08x (AVX2
+// 1.30x), 1024x8x512 1.09x. Below it the copy costs more (8x64x1024 0.92x, 16x128x512 0.94x).
+constexpr int64_t kDotRealignMinOuts = 256;
 constexpr int64_t kDotMaxRowsPairs = 16;
 constexpr int64_t kDotWideMinCols = 128;
 constexpr int64_t kDotMaxRowsWide[2] = {16, 32};  // [avx512]
@@ -272,14 +282,30 @@ void GemmPlan::Impl::run_dot(const GemmProblem& p, ThreadPool* pool) const {
   // Each thread copies v for itself where it copies it (as chunk_b does B for direct_rows): one
   // copy by the calling thread, read by the other, made the next call's copy wait for its lines
   // to come back (48x4x1024 on 2 threads: 9.6 us a call, 5.0 us with a copy on each thread).
+  // k_align: the kernels align X's loads where v sits as far off a line as X. Where it does not
+  // (v copied, or another allocation), v is copied to that distance, its rows as far apart as the
+  // kernels take them (KernelDesc::a_rs: v_rs, or K where copied anyway).
+  const bool k_align = dot[1]->desc.k_align != 0;
+  const auto line_offset = [](const float* f) { return int64_t(uintptr_t(f) / 4 % 16); };
+  const bool realign =
+      k_align && (v_cs != 1 || line_offset(v0) != line_offset(x)) && nout >= kDotRealignMinOuts;
   parallel(pool, nchunks, [&](int64_t begin, int64_t end) {
     const float* v = v0;
     int64_t v_rs = v_rs0;
-    if (v_cs != 1) {
-      float* copy = thread_scratch(ScratchSlot::a_block, size_t(vrows * K));
-      copy_b_rowmajor(MatrixRef{v, v_rs, v_cs}, vrows, K, copy);
-      v = copy;
-      v_rs = K;
+    if (v_cs != 1 || realign) {
+      const int64_t rs = v_cs != 1 ? K : v_rs0;
+      const int64_t shift = realign ? line_offset(x) : 0;
+      float* copy =
+          thread_scratch(ScratchSlot::a_block, size_t(shift + (vrows - 1) * std::abs(rs) + K));
+      // A negative row stride (A's rows reversed) keeps its first row last in the copy.
+      float* first = copy + shift + (rs < 0 ? (vrows - 1) * -rs : 0);
+      if (v_cs != 1)
+        copy_b_rowmajor(MatrixRef{v, v_rs, v_cs}, vrows, K, first);
+      else
+        for (int64_t i = 0; i < vrows; ++i)
+          std::memcpy(first + i * rs, v + i * v_rs, size_t(K) * sizeof(float));
+      v = first;
+      v_rs = rs;
     }
     for (int64_t c = begin; c < end; ++c) {
       for (int64_t j0 = c * chunk; j0 < std::min(nout, (c + 1) * chunk); j0 += dot_block) {
