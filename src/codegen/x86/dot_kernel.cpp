@@ -22,9 +22,11 @@
 // 0-7, to 32 bytes), take K's first h elements as a masked head (the top h lanes of the vector
 // before) and the rest from that boundary on, so no load of X is split across two lines; the K
 // elements past the whole vectors that always fit (0 to 2 vl - 2 of them, as h varies) take two
-// masked steps. The masks: AVX-512 k2-k4, AVX2 ymm11, ymm14, ymm15 (free in its kernels). A
+// masked steps. The masks: AVX-512 k2-k4; AVX2 ymm11, ymm14, ymm15, free in the K loop and
+// reloaded from the stack for each group (the epilogue's temporaries take them). A
 // weight from malloc or NumPy sits 16 bytes off a line: every 64-byte load of it split in two,
-// every other 32-byte one. v must sit as far off a boundary as X (else h = 0).
+// every other 32-byte one. v must sit as far off a boundary as X (else h = 0; run_dot copies v
+// there, dot_path.cpp).
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
@@ -138,8 +140,7 @@ class DotGen {
   const ax::Gp args_ = ax::rdi, v_base_ = ax::rsi, x_ = ax::rdx, out_ = ax::rcx, xe_ = ax::r8,
                ve_ = ax::r9, idx_ = ax::r10, gcnt_ = ax::r11, bias_ = ax::rbx, res_ = ax::rbp,
                cs_ = ax::r12;
-  // k_align: h * 4 (bytes before X's next line), saved and restored; the masks of the head and
-  // of the two steps after the whole vectors.
+  // k_align: h * 4 (bytes before X's next vector boundary), saved and restored.
   const ax::Gp hbytes_ = ax::r13;
   int64_t kloop_ = 0;  // elements of K covered by the loop (a multiple of kUnroll vectors)
   int64_t kvec_ = 0;   // whole vectors of K (k_align: those that fit past any head)

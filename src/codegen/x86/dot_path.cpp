@@ -177,8 +177,8 @@ int64_t dot_max_rows(int64_t N, Isa isa) {
 
 DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b) {
   // A symbolic N or K is baked into every dot kernel; a symbolic M only into a_rows' (its
-  // outputs), while b_rows' kernels take M's rows one to four at a time (dot_vecs and the rest:
-  // at most eight kernels per N and K).
+  // outputs), while b_rows' kernels take M's rows one to four at a time (dot_vecs and the rest,
+  // for the blocks and the last block of either blocking: at most sixteen per N and K).
   if (prepacked_b || p.K < 1 || p.M < 1 || p.N < 1 || p.dynamic_nk) return DotOver::none;
   const int64_t ld_res = p.epi.residual ? p.epi.ld_residual : 0;
   // A's rows against up to kDotMaxCols columns of B (outputs down C's columns, ldc apart).

@@ -44,8 +44,9 @@ struct KernelDesc {
   int64_t b_prefetch = 0;  // direct: B rows ahead prefetched into L1 in the K loop (0: none)
   int64_t rows_cap = 0;    // direct: at most this many rows per block (0: the tiling's own)
   int64_t cols_outer = 0;  // direct: column tiles outer, row blocks inner (see direct_kernel.cpp)
-  int64_t k_align = 0;     // dot (AVX-512): X's loads start on its 64-byte lines (a masked head
-                           // found at run time; X's row stride a multiple of 16 floats)
+  int64_t k_align = 0;     // dot: X's loads start on a vector boundary (AVX-512 64 bytes, AVX2
+                           // 32) after a masked head found at run time; X's rows whole vectors
+                           // apart
 
   bool operator==(const KernelDesc& o) const;
   // Any of bias, scale, activation, residual or column scale.
