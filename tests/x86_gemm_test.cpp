@@ -450,11 +450,15 @@ TEST_CASE("x86 gemm: empty and degenerate shapes", "[x86][gemm]") {
 
 TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
   for (Isa isa : supported_isas()) {
-    auto path_of = [&](Shape s) {
+    // dynamic_m: with M symbolic (checked against the reference too).
+    auto path_of = [&](Shape s, bool dynamic_m = false) {
       Case c(s, Layout::row_major, Layout::row_major, EpiKind{}, 1);
+      GemmProblem p = c.problem();
+      p.dynamic_m = dynamic_m;
       GemmStats before = stats();
-      c.run(pool2(), isa);
+      gemm(p, pool2(), isa);
       GemmStats after = stats();
+      CHECK(c.max_violation() <= 1.0);
       if (after.direct_calls > before.direct_calls) return "direct";
       if (after.skinny_calls > before.skinny_calls) return "skinny";
       if (after.stream_calls > before.stream_calls) return "stream";
@@ -487,21 +491,8 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     CHECK(skinny_when_dynamic({16, 1000, 300}));
     CHECK(skinny_when_dynamic({32, 1000, 300}) == (isa == Isa::avx512));
     CHECK_FALSE(skinny_when_dynamic({33, 1000, 300}));
-    auto path_when_dynamic = [&](Shape s) {
-      Case c(s, Layout::row_major, Layout::row_major, EpiKind{}, 2);
-      GemmProblem p = c.problem();
-      p.dynamic_m = true;
-      auto plan = GemmPlan::make(p, isa, 2);
-      const GemmStats before = stats();
-      plan->run(c.problem(), pool2());
-      const GemmStats after = stats();
-      CHECK(c.max_violation() <= 1.0);
-      return after.skinny_calls > before.skinny_calls   ? "skinny"
-             : after.direct_calls > before.direct_calls ? "direct"
-                                                        : "other";
-    };
-    CHECK(std::string(path_when_dynamic({16, 1000, 300})) == "skinny");
-    CHECK(std::string(path_when_dynamic({9, 100, 100})) == "direct");  // B 40 KB: row blocks
+    CHECK(std::string(path_of({16, 1000, 300}, true)) == "skinny");
+    CHECK(std::string(path_of({9, 100, 100}, true)) == "direct");  // B 40 KB: row blocks
     // K = 0 there: one empty K block, C = the epilogue of zero (planning divided by zero once;
     // found by tests/fuzz/x86_gemm_fuzz.cpp).
     for (int64_t m : {2, 5, 8}) {
