@@ -633,6 +633,34 @@ TEST_CASE("x @ w.T (a linear layer's weight layout) reads w in place on the dot 
   }
 }
 
+TEST_CASE("x @ w with every dim symbolic runs each call's extents on their exact plan",
+          "[x86][backend]") {
+  // gemm_entry.cpp (make_plan): after a second shape every dim of x @ w is symbolic; each call's
+  // extents then get the plan of an exact problem (direct kernels for these), not the bounded
+  // packed one (which packed A and B on every call: 64^3 ~2x slower).
+  kiln::Function f = kiln::jit([](kiln::Tensor x, kiln::Tensor w) { return kiln::matmul(x, w); });
+  const int64_t dims[] = {24, 48, 40, 48};
+  for (int call = 0; call < 4; ++call) {
+    const int64_t m = dims[call], k = m + 1, n = m + 2;
+    auto x = random_values(m * k, uint32_t(30 + call)),
+         w = random_values(k * n, uint32_t(40 + call));
+    std::vector<kiln::Array> args = {kiln::Array::view(x.data(), {m, k}, kiln::f32),
+                                     kiln::Array::view(w.data(), {k, n}, kiln::f32)};
+    const kiln::x86::GemmStats before = kiln::x86::stats();
+    auto out = f(args);
+    const kiln::x86::GemmStats after = kiln::x86::stats();
+    INFO("call " << call << ": " << m << "x" << n << "x" << k);
+    check_matmul(out[0], x, w, m, k, n, false, false);
+    CHECK(after.direct_calls == before.direct_calls + 1);
+    CHECK(after.packed_calls == before.packed_calls);
+    CHECK(after.symbolic_bounded_plans == before.symbolic_bounded_plans);
+    // Symbolic from the second call on (one variant for all of them); the last call's extents
+    // repeat the second's, whose plan is memoized.
+    CHECK(f.stats().variants == (call == 0 ? 1 : 2));
+    CHECK(after.symbolic_exact_plans - before.symbolic_exact_plans == (call == 1 || call == 2));
+  }
+}
+
 TEST_CASE("a constant weight is packed once where that pays, different weights share no kernel",
           "[x86][backend]") {
   // m, k, n = 4, 8, 12: the direct kernel reads the weight in place (packed once, the packed path

@@ -522,6 +522,63 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
   }
 }
 
+TEST_CASE(
+    "x86 gemm: symbolic extents get exact plans within a kernel budget and bounded ones after",
+    "[x86][gemm][stats]") {
+  // gemm_entry.cpp (make_plan). Each shape against the reference, every epilogue in turn.
+  int variant = 0;
+  auto run = [&](Shape s, Isa isa, bool dynamic_m, bool dynamic_nk) {
+    Case c(s, Layout::row_major, Layout::row_major, kEpilogueCycle[variant % 4],
+           uint32_t(6300 + variant), 3);
+    ++variant;
+    GemmProblem p = c.problem();
+    p.dynamic_m = dynamic_m;
+    p.dynamic_nk = dynamic_nk;
+    const GemmStats before = stats();
+    gemm(p, pool2(), isa);
+    const GemmStats after = stats();
+    CHECK(c.max_violation() <= 1.0);
+    GemmStats d;
+    d.direct_calls = after.direct_calls - before.direct_calls;
+    d.packed_calls = after.packed_calls - before.packed_calls;
+    d.symbolic_exact_plans = after.symbolic_exact_plans - before.symbolic_exact_plans;
+    d.symbolic_exact_kernels = after.symbolic_exact_kernels - before.symbolic_exact_kernels;
+    d.symbolic_bounded_plans = after.symbolic_bounded_plans - before.symbolic_bounded_plans;
+    return d;
+  };
+  for (Isa isa : supported_isas()) {
+    INFO(isa_name(isa));
+    // Within the budget: the exact problem's path (direct for these), its kernels charged.
+    for (Shape s : {Shape{16, 16, 16}, Shape{23, 57, 91}, Shape{33, 33, 33}, Shape{9, 100, 100}}) {
+      INFO(s.M << "x" << s.N << "x" << s.K);
+      for (int dyn = 1; dyn < 4; ++dyn) {
+        const GemmStats d = run(s, isa, dyn & 1, dyn & 2);
+        CHECK(d.direct_calls == 1);
+        CHECK(d.symbolic_bounded_plans == 0);
+        CHECK(d.symbolic_exact_plans <= 1);  // 0 where an earlier case made the same plan
+      }
+    }
+    // A shape no other test runs, so its kernels are new: they are charged to the budget.
+    const GemmStats fresh = run({13, 61, 59}, isa, true, true);
+    CHECK(fresh.symbolic_exact_plans == 1);
+    CHECK(fresh.symbolic_exact_kernels >= 1);
+    // With the budget spent: new extents take the bounded plans (all dims symbolic and small:
+    // the packed path on one thread), counted; an exact problem is not affected.
+    const int64_t spent = stats().symbolic_exact_kernels;
+    const int64_t budget = set_symbolic_exact_kernel_budget(spent);
+    for (Shape s : {Shape{14, 62, 58}, Shape{15, 63, 57}}) {
+      INFO(s.M << "x" << s.N << "x" << s.K);
+      const GemmStats d = run(s, isa, true, true);
+      CHECK(d.symbolic_bounded_plans == 1);
+      CHECK(d.symbolic_exact_plans == 0);
+      CHECK(d.packed_calls == 1);
+      CHECK(run(s, isa, false, false).direct_calls == 1);
+    }
+    CHECK(set_symbolic_exact_kernel_budget(budget) == spent);
+  }
+  CHECK_THROWS(set_symbolic_exact_kernel_budget(-1));
+}
+
 TEST_CASE("x86 gemm: a symbolic M runs the direct kernels in blocks of rows", "[x86][gemm]") {
   // gemm_driver.cpp (plan_direct_blocks): with M symbolic (a batch that changes from call to
   // call) and B small, kernels over a fixed block of rows and one for the last block's rows, so

@@ -56,12 +56,15 @@ struct GemmProblem {
   float* c = nullptr;
   int64_t ldc = 0;
   GemmEpilogue epi;
-  // Extents that change from call to call (symbolic dims): only paths whose kernels do not depend
-  // on them are taken (register-blocked MR x NR kernels, edge kernels by remainder; for M, direct
-  // kernels over fixed blocks of rows and one per remainder), so the set of generated kernels
-  // stays bounded. A dynamic M keeps the GEMV-like and skinny paths where an exact one would
-  // take them (their kernels are specialized per M, at most 32 of them per N and K), and x @ W.T
-  // the dot path (its kernels take one to four rows of A at a time).
+  // Extents that change from call to call (symbolic dims). x86::gemm and the other calls give
+  // each call's extents the plan of an exact problem, with kernels specialized on them, up to a
+  // process-wide budget of kernels (set_symbolic_exact_kernel_budget); after it, and in
+  // GemmPlan::make, only paths whose kernels do not depend on them are taken (register-blocked MR x
+  // NR kernels, edge kernels by remainder; for M, direct kernels over fixed blocks of rows and one
+  // per remainder), so the set of generated kernels stays bounded. A dynamic M keeps the GEMV-like
+  // and skinny paths where an exact one would take them (their kernels are specialized per M, at
+  // most 32 of them per N and K), and x @ W.T the dot path (its kernels take one to four rows of A
+  // at a time).
   bool dynamic_m = false;
   bool dynamic_nk = false;
 };
@@ -147,6 +150,12 @@ struct GemmStats {
                                  // a multiple of the vector width; edge_split.cpp)
   int64_t transposed_calls = 0;  // x.T @ w with 2-8 columns run as its transpose (counted also
                                  // by that transpose's path; transposed_path.cpp)
+  // Plans for problems with symbolic extents (GemmProblem::dynamic_m / dynamic_nk): specialized
+  // on a call's extents, and the kernels they added to the registry; made over the bounded kernel
+  // sets once those kernels reached the budget (a fallback, logged at its first).
+  int64_t symbolic_exact_plans = 0;
+  int64_t symbolic_exact_kernels = 0;
+  int64_t symbolic_bounded_plans = 0;
   int64_t kernels_generated = 0;
   double codegen_ms_total = 0;
   double codegen_ms_max = 0;
@@ -162,6 +171,10 @@ struct GemmStats {
   int64_t pool_parts_taken_back = 0;
 };
 GemmStats stats();
+
+// The budget of kernels that plans specialized on symbolic extents may add (1024 unless set);
+// returns the one before. Tests set it to exercise the bounded plans.
+int64_t set_symbolic_exact_kernel_budget(int64_t kernels);
 
 // A problem's shape, strides and epilogue kind resolved once to kernels and blocking; run() then
 // takes only pointers from the problem (what an Executable holds for one matmul launch).

@@ -642,6 +642,10 @@ GemmStats stats() {
   s.prepacked_calls = g_call_counts.sum(kPrepacked);
   s.edge_split_calls = g_call_counts.sum(kEdgeSplit);
   s.transposed_calls = g_call_counts.sum(kTransposed);
+  const SymbolicPlanCounts sym = symbolic_plan_counts();
+  s.symbolic_exact_plans = sym.exact_plans;
+  s.symbolic_exact_kernels = sym.exact_kernels;
+  s.symbolic_bounded_plans = sym.bounded_plans;
   s.kernels_generated = kernels_generated();
   s.codegen_ms_total = codegen_ms_total();
   s.codegen_ms_max = codegen_ms_max();

@@ -2,10 +2,13 @@
 // last plan without a lock), batched and prepacked calls, B packed once, kernel listings.
 #include "codegen/x86/gemm.h"
 #include "codegen/x86/gemm_plan.h"
+#include "codegen/x86/kernel_registry.h"
 #include "codegen/x86/pack.h"
 #include "jit/thread_pool.h"
 #include "support/check.h"
+#include "support/log.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -67,6 +70,48 @@ LastPlan* last_plan() {
   return t_last_plan = &owner.plan;
 }
 
+// Symbolic extents (GemmProblem::dynamic_m, dynamic_nk): each call's extents get the plan an
+// exact problem of them gets, with kernels specialized on them (generated at the extents' first
+// call, ~0.01-0.06 ms a kernel, 1-3 kernels of 1-4 KB a plan), while the kernels such plans add to
+// the registry stay within the budget. After it, new extents get plans over the bounded kernel sets
+// the flags ask for (GemmStats::symbolic_bounded_plans; logged once). Bounded against exact, all
+// dims symbolic, paired plans, Intel Xeon, 2 threads: 16^3 0.21x, 17^3 0.38x, 8x512x512 0.33x,
+// 33^3 0.46x, 64^3 0.48x, 23x57x91 0.59x, 100x50x30 0.59x, 48^3 0.62x, 128^3 0.72x, 200^3 0.69x;
+// 256^3 and above 1.00x (the same packed kernels). M alone symbolic: 16^3 0.73x, 33^3 0.80x,
+// others 0.98-1.01x.
+constexpr int64_t kSymbolicExactKernels = 1024;
+std::atomic<int64_t> g_symbolic_exact_budget{kSymbolicExactKernels};
+std::atomic<int64_t> g_symbolic_exact_kernels{0};
+std::atomic<int64_t> g_symbolic_exact_plans{0};
+std::atomic<int64_t> g_symbolic_bounded_plans{0};
+
+// Kernels in the registry: generated here or loaded from the disk cache.
+int64_t registry_kernels() { return kernels_generated() + kernels_loaded_from_disk(); }
+
+std::shared_ptr<const GemmPlan> make_plan(const GemmProblem& p, Isa isa, int threads,
+                                          bool prepacked) {
+  if (!p.dynamic_m && !p.dynamic_nk) return GemmPlan::make(p, isa, threads, prepacked);
+  if (g_symbolic_exact_kernels.load() < g_symbolic_exact_budget.load()) {
+    GemmProblem exact = p;
+    exact.dynamic_m = exact.dynamic_nk = false;
+    // Kernels other threads add meanwhile are charged too: the budget errs on the low side.
+    const int64_t before = registry_kernels();
+    auto plan = GemmPlan::make(exact, isa, threads, prepacked);
+    g_symbolic_exact_kernels.fetch_add(registry_kernels() - before);
+    g_symbolic_exact_plans.fetch_add(1);
+    return plan;
+  }
+  if (g_symbolic_bounded_plans.fetch_add(1) == 0)
+    KILN_LOG_AT(warn) << "matmuls with symbolic dims have generated "
+                      << g_symbolic_exact_kernels.load()
+                      << " kernels specialized on their calls' extents (the budget is "
+                      << g_symbolic_exact_budget.load()
+                      << "); new extents from now on run plans over bounded kernel sets, slower "
+                         "for small shapes (first: "
+                      << p.M << "x" << p.N << "x" << p.K << ")";
+  return GemmPlan::make(p, isa, threads, prepacked);
+}
+
 // The plan for p, memoized by everything but the data pointers. A repeat of this thread's last
 // problem returns its plan without the shared lock, the hash and a shared_ptr copy (four locked
 // instructions, ~35 ns of a ~100 ns 16^3 call); the plan stays valid until this thread's next
@@ -101,7 +146,7 @@ const GemmPlan& plan_for(const GemmProblem& p, Isa isa, int threads, bool prepac
     if (it != plans->end()) keep = it->second;
   }
   if (!keep) {
-    auto plan = GemmPlan::make(p, isa, threads, prepacked);
+    auto plan = make_plan(p, isa, threads, prepacked);
     std::unique_lock lock(mu);
     // Symbolic extents make a plan per extent seen: keep the table bounded (plans are small and
     // quick to remake; the kernels they use stay in the registry).
@@ -189,11 +234,21 @@ void gemm_prepacked(const GemmProblem& p, const PackedB& packed, ThreadPool& poo
 }
 
 std::vector<KernelInfo> kernels_for(const GemmProblem& p, Isa isa) {
-  return GemmPlan::make(p, isa, ThreadPool::global().num_threads())->kernels();
+  return make_plan(p, isa, ThreadPool::global().num_threads(), false)->kernels();
 }
 
 std::string listing_for(const GemmProblem& p, Isa isa) {
-  return listing_of(*GemmPlan::make(p, isa, ThreadPool::global().num_threads()));
+  return listing_of(*make_plan(p, isa, ThreadPool::global().num_threads(), false));
+}
+
+SymbolicPlanCounts symbolic_plan_counts() {
+  return {g_symbolic_exact_plans.load(), g_symbolic_bounded_plans.load(),
+          g_symbolic_exact_kernels.load(), g_symbolic_exact_budget.load()};
+}
+
+int64_t set_symbolic_exact_kernel_budget(int64_t kernels) {
+  KILN_CHECK(kernels >= 0) << "negative kernel budget " << kernels;
+  return g_symbolic_exact_budget.exchange(kernels);
 }
 
 std::string listing_of(const GemmPlan& plan) {

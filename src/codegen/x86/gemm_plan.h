@@ -219,4 +219,10 @@ DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b);
 // Whether direct_k (small C, a long K; k_split.cpp) suits an M x N x K problem on T threads.
 bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T, Isa isa);
 
+// Plans for symbolic extents (gemm_entry.cpp), for stats().
+struct SymbolicPlanCounts {
+  int64_t exact_plans, bounded_plans, exact_kernels, budget;
+};
+SymbolicPlanCounts symbolic_plan_counts();
+
 }  // namespace kiln::x86
