@@ -579,6 +579,36 @@ TEST_CASE(
   CHECK_THROWS(set_symbolic_exact_kernel_budget(-1));
 }
 
+TEST_CASE("x86 gemm: a PackedB with symbolic dims is read in place where the exact plan would",
+          "[x86][gemm][stats]") {
+  // gemm_entry.cpp (BFrom::packed_or_in_place): gemm_prepacked with M symbolic and p.b given
+  // reads B in place at extents whose exact plan reads it faster so (prepacked_b_pays false);
+  // without p.b, always the packed copy.
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    INFO(isa_name(isa));
+    for (Shape s : {Shape{4, 256, 256}, Shape{1, 256, 256}, Shape{100, 64, 64}, Shape{3, 17, 5},
+                    Shape{64, 1024, 256}}) {
+      INFO(s.M << "x" << s.N << "x" << s.K);
+      for (bool b_given : {true, false}) {
+        Case c(s, Layout::row_major, Layout::row_major, kEpilogueCycle[variant % 4],
+               uint32_t(6400 + variant), 3);
+        ++variant;
+        GemmProblem p = c.problem();
+        const bool pays = GemmPlan::make(p, isa, 2)->prepacked_b_pays();
+        auto packed = pack_b(p.b, s.K, s.N, isa);
+        p.dynamic_m = true;
+        if (!b_given) p.b.data = nullptr;
+        const GemmStats before = stats();
+        gemm_prepacked(p, *packed, pool2());
+        const GemmStats after = stats();
+        CHECK(c.max_violation() <= 1.0);
+        CHECK(after.prepacked_calls - before.prepacked_calls == (b_given && !pays ? 0 : 1));
+      }
+    }
+  }
+}
+
 TEST_CASE("x86 gemm: a symbolic M runs the direct kernels in blocks of rows", "[x86][gemm]") {
   // gemm_driver.cpp (plan_direct_blocks): with M symbolic (a batch that changes from call to
   // call) and B small, kernels over a fixed block of rows and one for the last block's rows, so

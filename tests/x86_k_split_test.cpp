@@ -307,3 +307,33 @@ TEST_CASE("x86 gemm: a constant B is worth packing once only where the plan woul
   CHECK_FALSE(pays({2, 128, 8}, Layout::transposed, 2));
   CHECK(pays({8, 1000, 1000}, Layout::row_major, 2));
 }
+
+TEST_CASE(
+    "x86 gemm: AVX-512 reads a constant B in place on skinny within half of L2, and packs it "
+    "for direct_k over a wide C and a short K",
+    "[x86][gemm][k_split]") {
+  if (!isa_supported(Isa::avx512)) {
+    std::printf("SKIPPED: this CPU has no AVX-512; its prepacked_b_pays rules not tested\n");
+    return;
+  }
+  const CacheSizes xeon{2 * 1024 * 1024};
+  struct Expect {
+    Shape s;
+    bool pays;
+  };
+  // Skinny (up to 32 rows, B's bytes against 1 MiB), then direct_k (wide C: 192 columns or more
+  // and K up to 1024).
+  for (const Expect& e :
+       {Expect{{8, 256, 256}, false}, Expect{{8, 512, 512}, false}, Expect{{16, 512, 512}, false},
+        Expect{{8, 1024, 1024}, true}, Expect{{4, 1024, 1024}, true}, Expect{{32, 256, 256}, true},
+        Expect{{64, 256, 512}, true}, Expect{{32, 256, 1024}, true}, Expect{{16, 128, 4096}, false},
+        Expect{{64, 128, 512}, false}, Expect{{8, 256, 2048}, false}}) {
+    INFO(e.s.M << "x" << e.s.N << "x" << e.s.K);
+    Case c(e.s, Layout::row_major, Layout::row_major, EpiKind{}, 1);
+    const auto plan = GemmPlan::make(c.problem(), Isa::avx512, 2, false, xeon);
+    const std::string first = plan->kernels().at(0).name;
+    // Both paths run direct kernels (skinny in K blocks too, so the names do not tell them apart).
+    REQUIRE(first.rfind("direct_avx512_", 0) == 0);
+    CHECK(plan->prepacked_b_pays() == e.pays);
+  }
+}

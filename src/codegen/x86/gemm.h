@@ -115,7 +115,9 @@ class PackedB {
 };
 std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N);
 std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N, Isa isa);
-// As gemm, with B taken from `packed` (p.b is ignored; p.K and p.N must match it).
+// As gemm, with B taken from `packed` (p.K and p.N must match it). p.b is ignored, except with
+// symbolic dims (dynamic_m, dynamic_nk) and p.b.data set: then p.b must be the matrix packed, and
+// an extent whose exact plan reads B in place faster than the packed copy reads p.b.
 void gemm_prepacked(const GemmProblem& p, const PackedB& packed, ThreadPool& pool);
 
 // One generated kernel, as kept in the registry.
@@ -194,9 +196,12 @@ class GemmPlan {
   std::vector<KernelInfo> kernels() const;
   // For a plan made without prepacked_b: whether a B that never changes (a constant weight) is
   // worth packing once for this problem. False where the plan reads B in place (direct,
-  // direct_rows, direct_k, stream; not a direct kernel that copies a B of other column stride) or
-  // splits K (a plan for a PackedB does neither).
+  // direct_rows, direct_k, stream; not a direct kernel that copies a B of other column stride, nor
+  // direct_k over a wide C and a short K, see gemm_driver.cpp) or splits K (a plan for a PackedB
+  // does neither).
   bool prepacked_b_pays() const;
+  // Whether the plan was made with prepacked_b (run() takes B from its PackedB).
+  bool reads_packed_b() const;
   // Whether run() keeps to the calling thread whatever the pool (one direct kernel, a dot plan
   // of one chunk, a packed plan of one task, the two of them for C's last column and the rest,
   // or nothing to do); false where it may hand tasks to the pool's workers.

@@ -253,17 +253,41 @@ int64_t direct_rows_cap(const GemmProblem& p, Isa isa, const CacheSizes& caches)
 constexpr int64_t kDotPackedMinCols = 64;
 constexpr int64_t kDotMultiPackedMinRows = 3;
 constexpr int64_t kDotMultiPackedMinCols = 128;
+// direct_k (AVX-512) over a wide C and a K of up to a few K blocks: packed once pays, where its
+// K split does not. Intel Xeon, 2 threads, paired, read in place against packed once:
+// 16x256x256 0.90x, 24x256x256 0.88x, 48x256x256 0.91x, 64x256x256 0.86x, 32x256x384 0.84x,
+// 32x256x512 0.85x, 64x256x512 0.94x, 32x192x512 0.91x, 64x256x768 0.95x, 32x256x1024 0.92x,
+// 64x256x1024 0.99x; 16x256x512 1.01x. Narrower or longer, in place wins: 32x128x768 1.00x,
+// 64x128x512 1.04x, 128x128x1024 1.17x, 128x64x1024 1.27x, 8x256x1024 1.13x, 24x256x2048 1.07x,
+// 16x128x4096 1.37x, 64x64x4096 1.53x, 16x16x8192 2.98x.
+constexpr int64_t kDirectKPackedMinCols = 192;
+constexpr int64_t kDirectKPackedMaxK = 1024;
+// Skinny (AVX-512) with B within half of L2 reads it in place faster than the packed path runs
+// a packed copy (the packed copy pays from B in L3 on). Intel Xeon (2 MiB L2), 2 threads,
+// paired, read in place against packed once: 8x256x256 1.36x, 8x256x512 1.25x, 12x256x512
+// 1.18x, 8x512x512 1.13x, 16x512x512 1.05x, 24x512x512 1.01x; past it 8x640x640 1.11x,
+// 16x768x512 1.08x, 4x768x768 1.12x but 8x512x1024 0.71x, 8x1024x512 0.68x, 4x1024x1024 0.59x,
+// 8x1024x1024 0.54x, 12x2048x512 0.53x, 8x4096x1024 0.88x. AVX2 (its skinny kernels are narrower)
+// 8x256x256 1.01x, 8x512x512 0.93x, 8x1024x1024 0.69x: packed once there.
+constexpr int64_t kSkinnyInPlaceL2Share = 2;
 bool GemmPlan::prepacked_b_pays() const {
   const Impl& s = *impl_;
   if (s.path == Path::edge_split) return s.split_main->prepacked_b_pays();
   const bool multi = s.dot_vecs > 1;  // several rows of A a pass over W (dot_path.cpp)
   // A direct kernel over a B without unit column stride copies it row-major on every call.
-  return (s.path == Path::packed && s.blk.tk == 1) || s.path == Path::skinny ||
+  const bool skinny_in_place =
+      s.isa == Isa::avx512 && s.K * s.N * 4 <= s.l2_bytes / kSkinnyInPlaceL2Share;
+  return (s.path == Path::packed && s.blk.tk == 1) ||
+         (s.path == Path::skinny && !skinny_in_place) ||
+         (s.path == Path::direct_k && s.isa == Isa::avx512 && s.N >= kDirectKPackedMinCols &&
+          s.K <= kDirectKPackedMaxK) ||
          ((s.path == Path::direct || s.path == Path::direct_rows) && s.copy_b) ||
          (s.path == Path::dot && s.dot_over == DotOver::b_rows && s.M > 1 &&
           s.N >= (multi ? kDotMultiPackedMinCols : kDotPackedMinCols) &&
           (!multi || s.M >= kDotMultiPackedMinRows));
 }
+
+bool GemmPlan::reads_packed_b() const { return impl_->prepacked_b; }
 
 GemmPlan::GemmPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GemmPlan::~GemmPlan() = default;
@@ -292,6 +316,8 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   s.M = p.M;
   s.N = p.N;
   s.K = p.K;
+  s.prepacked_b = prepacked_b;
+  s.l2_bytes = caches.l2_bytes;
   if (p.M == 0 || p.N == 0) return std::make_shared<GemmPlan>(std::move(impl));
 
   const KernelDesc base = epilogue_desc(p, isa);

@@ -26,8 +26,8 @@ constexpr size_t kMaxPlans = 4096;
 // Plans memoized by everything but the data pointers.
 struct PlanKey {
   int64_t M, N, K, a_rs, a_cs, b_rs, b_cs, ldc, ld_res;
-  // isa (bits 0-7), prepacked (8), bias (9), scale (10), residual (11), dynamic m / nk (12-13),
-  // residual multiplies (14), column scale (15), activation (16-23), threads (32-63).
+  // isa (bits 0-7), bias (9), scale (10), residual (11), dynamic m / nk (12-13), residual
+  // multiplies (14), column scale (15), activation (16-23), BFrom (24-25), threads (32-63).
   uint64_t small;
   // Inlined, unrolled and branch-free: checked on every x86::gemm call against the thread's last
   // plan. A memcmp call there made a 16^3 call 1-7 ns slower (74-81 vs 73-74 ns); a 17-word key
@@ -88,15 +88,24 @@ std::atomic<int64_t> g_symbolic_bounded_plans{0};
 // Kernels in the registry: generated here or loaded from the disk cache.
 int64_t registry_kernels() { return kernels_generated() + kernels_loaded_from_disk(); }
 
-std::shared_ptr<const GemmPlan> make_plan(const GemmProblem& p, Isa isa, int threads,
-                                          bool prepacked) {
+// Where a plan reads B: in place, from a PackedB, or from either (gemm_prepacked with symbolic
+// dims and p.b given): in place where the exact plan of the call's extents reads it so faster
+// than the packed copy (GemmPlan::prepacked_b_pays), as a fixed plan would (x86_backend.cpp).
+// The packed copy was made for the extents the kernel was compiled at (a constant weight with M
+// symbolic): A @ a constant 256x256, paired, Intel Xeon 2 threads, 4 rows 1.2x, 8 rows 1.3x.
+enum class BFrom : uint64_t { in_place, packed, packed_or_in_place };
+
+std::shared_ptr<const GemmPlan> make_plan(const GemmProblem& p, Isa isa, int threads, BFrom from) {
+  const bool prepacked = from != BFrom::in_place;
   if (!p.dynamic_m && !p.dynamic_nk) return GemmPlan::make(p, isa, threads, prepacked);
   if (g_symbolic_exact_kernels.load() < g_symbolic_exact_budget.load()) {
     GemmProblem exact = p;
     exact.dynamic_m = exact.dynamic_nk = false;
     // Kernels other threads add meanwhile are charged too: the budget errs on the low side.
     const int64_t before = registry_kernels();
-    auto plan = GemmPlan::make(exact, isa, threads, prepacked);
+    std::shared_ptr<const GemmPlan> plan;
+    if (from == BFrom::packed_or_in_place) plan = GemmPlan::make(exact, isa, threads, false);
+    if (!plan || plan->prepacked_b_pays()) plan = GemmPlan::make(exact, isa, threads, prepacked);
     g_symbolic_exact_kernels.fetch_add(registry_kernels() - before);
     g_symbolic_exact_plans.fetch_add(1);
     return plan;
@@ -116,18 +125,17 @@ std::shared_ptr<const GemmPlan> make_plan(const GemmProblem& p, Isa isa, int thr
 // problem returns its plan without the shared lock, the hash and a shared_ptr copy (four locked
 // instructions, ~35 ns of a ~100 ns 16^3 call); the plan stays valid until this thread's next
 // call. Otherwise the plan is found or made, and `keep` owns it.
-const GemmPlan& plan_for(const GemmProblem& p, Isa isa, int threads, bool prepacked,
+const GemmPlan& plan_for(const GemmProblem& p, Isa isa, int threads, BFrom from,
                          std::shared_ptr<const GemmPlan>& keep) {
   static std::shared_mutex mu;
   static auto* plans =
       new std::unordered_map<PlanKey, std::shared_ptr<const GemmPlan>, PlanKeyHash>();
   const bool res = p.epi.residual != nullptr;
   const uint64_t small =
-      uint64_t(isa) | uint64_t(prepacked) << 8 | uint64_t(p.epi.bias != nullptr) << 9 |
-      uint64_t(p.epi.scale != 1.0f) << 10 | uint64_t(res) << 11 | uint64_t(p.dynamic_m) << 12 |
-      uint64_t(p.dynamic_nk) << 13 | uint64_t(res && p.epi.residual_mul) << 14 |
-      uint64_t(p.epi.col_scale != nullptr) << 15 | uint64_t(uint8_t(p.epi.act)) << 16 |
-      uint64_t(uint32_t(threads)) << 32;
+      uint64_t(isa) | uint64_t(p.epi.bias != nullptr) << 9 | uint64_t(p.epi.scale != 1.0f) << 10 |
+      uint64_t(res) << 11 | uint64_t(p.dynamic_m) << 12 | uint64_t(p.dynamic_nk) << 13 |
+      uint64_t(res && p.epi.residual_mul) << 14 | uint64_t(p.epi.col_scale != nullptr) << 15 |
+      uint64_t(uint8_t(p.epi.act)) << 16 | uint64_t(from) << 24 | uint64_t(uint32_t(threads)) << 32;
   const PlanKey key{p.M,
                     p.N,
                     p.K,
@@ -146,7 +154,7 @@ const GemmPlan& plan_for(const GemmProblem& p, Isa isa, int threads, bool prepac
     if (it != plans->end()) keep = it->second;
   }
   if (!keep) {
-    auto plan = make_plan(p, isa, threads, prepacked);
+    auto plan = make_plan(p, isa, threads, from);
     std::unique_lock lock(mu);
     // Symbolic extents make a plan per extent seen: keep the table bounded (plans are small and
     // quick to remake; the kernels they use stay in the registry).
@@ -161,7 +169,7 @@ const GemmPlan& plan_for(const GemmProblem& p, Isa isa, int threads, bool prepac
 
 void gemm(const GemmProblem& p, ThreadPool& pool, Isa isa) {
   std::shared_ptr<const GemmPlan> keep;
-  plan_for(p, isa, pool.num_threads(), false, keep).run(p, pool);
+  plan_for(p, isa, pool.num_threads(), BFrom::in_place, keep).run(p, pool);
 }
 
 void gemm(const GemmProblem& p, ThreadPool& pool) { gemm(p, pool, selected_isa()); }
@@ -194,14 +202,14 @@ void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, T
   if (per_task > 0) {
     // Valid until this thread's next plan_for call (the one below comes after its last use).
     std::shared_ptr<const GemmPlan> keep;
-    const GemmPlan& plan = plan_for(p, isa, 1, false, keep);
+    const GemmPlan& plan = plan_for(p, isa, 1, BFrom::in_place, keep);
     pool.parallel_for(per_task, 1, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) plan.run_on(item(b), nullptr);
     });
   }
   if (per_task < batch) {
     std::shared_ptr<const GemmPlan> keep;
-    const GemmPlan& plan = plan_for(p, isa, int(threads), false, keep);
+    const GemmPlan& plan = plan_for(p, isa, int(threads), BFrom::in_place, keep);
     for (int64_t b = per_task; b < batch; ++b) plan.run_on(item(b), &pool);
   }
 }
@@ -230,15 +238,18 @@ std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N) {
 
 void gemm_prepacked(const GemmProblem& p, const PackedB& packed, ThreadPool& pool) {
   std::shared_ptr<const GemmPlan> keep;
-  plan_for(p, packed.isa(), pool.num_threads(), true, keep).run(p, pool, &packed);
+  const BFrom from =
+      (p.dynamic_m || p.dynamic_nk) && p.b.data ? BFrom::packed_or_in_place : BFrom::packed;
+  const GemmPlan& plan = plan_for(p, packed.isa(), pool.num_threads(), from, keep);
+  plan.run(p, pool, plan.reads_packed_b() ? &packed : nullptr);
 }
 
 std::vector<KernelInfo> kernels_for(const GemmProblem& p, Isa isa) {
-  return make_plan(p, isa, ThreadPool::global().num_threads(), false)->kernels();
+  return make_plan(p, isa, ThreadPool::global().num_threads(), BFrom::in_place)->kernels();
 }
 
 std::string listing_for(const GemmProblem& p, Isa isa) {
-  return listing_of(*make_plan(p, isa, ThreadPool::global().num_threads(), false));
+  return listing_of(*make_plan(p, isa, ThreadPool::global().num_threads(), BFrom::in_place));
 }
 
 SymbolicPlanCounts symbolic_plan_counts() {

@@ -61,6 +61,8 @@ struct GemmPlan::Impl {
   Path path = Path::empty;
   Isa isa = Isa::avx2;
   int64_t M = 0, N = 0, K = 0;
+  bool prepacked_b = false;         // made for B from a PackedB
+  int64_t l2_bytes = 0;             // of the caches the plan was made for
   std::vector<const Kernel*> used;  // registry entries live as long as the process
   // direct
   const Kernel* direct = nullptr;
