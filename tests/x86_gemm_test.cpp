@@ -214,6 +214,46 @@ TEST_CASE("x86 gemm: skinny kernels prefetch B's rows where B is out of L2", "[x
   }
 }
 
+TEST_CASE("x86 gemm: skinny splits a C one column tile wide or more over the threads",
+          "[x86][gemm]") {
+  // skinny_path.cpp: one chunk per thread, each at least a column tile wide (4 tiles before, which
+  // left 32x128x128 on one thread), from kSmallSplitMinFmas vector FMAs. The chunks' widths from
+  // the kernels' names (N of direct_<isa>_M<m>N<n>K...), every ISA's plans made, the supported
+  // ones run on every pool.
+  auto widths = [](Shape s, Isa isa, bool run, bool dynamic_m = false) {
+    Case c(s, Layout::row_major, Layout::row_major, EpiKind{Activation::relu, true, false, false},
+           9150);
+    GemmProblem p = c.problem();
+    p.dynamic_m = dynamic_m;
+    auto plan = GemmPlan::make(p, isa, 2, false, CacheSizes{2 << 20});
+    std::set<int64_t> out;
+    for (const KernelInfo& k : plan->kernels()) {
+      REQUIRE(k.name.rfind("direct_", 0) == 0);
+      const size_t n = k.name.find('N', k.name.find("_M"));
+      out.insert(std::stoll(k.name.substr(n + 1)));
+    }
+    if (run) CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+    return out;
+  };
+  using W = std::set<int64_t>;
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    INFO(isa_name(isa));
+    const bool run = isa_supported(isa);
+    if (isa == Isa::avx512) {
+      CHECK(widths({32, 128, 128}, isa, run) == W{64});
+      CHECK(widths({32, 256, 128}, isa, run) == W{128});
+      CHECK(widths({12, 128, 300}, isa, run) == W{64});
+      CHECK(widths({32, 192, 192}, isa, run) == W{64, 128});
+    } else {
+      CHECK(widths({16, 64, 512}, isa, run) == W{32});
+      CHECK(widths({12, 48, 700}, isa, run) == W{16, 32});
+    }
+    // Under kSmallSplitMinFmas (skinny there with M symbolic): one chunk.
+    CHECK(widths({2, 64, 40}, isa, run, true) == W{64});
+    CHECK(widths({2, 128, 800}, isa, run, true) == W{64});
+  }
+}
+
 TEST_CASE("x86 gemm: skinny path over B's rows a page or more apart, in K blocks of 32",
           "[x86][gemm]") {
   // gemm_driver.cpp, kSkinnyPageApartRows / kSkinnyPageApartKBlock: up to 12 rows of C, B's
