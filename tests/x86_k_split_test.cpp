@@ -309,8 +309,8 @@ TEST_CASE("x86 gemm: a constant B is worth packing once only where the plan woul
 }
 
 TEST_CASE(
-    "x86 gemm: AVX-512 reads a constant B in place on skinny within half of L2, and packs it "
-    "for direct_k over a wide C and a short K",
+    "x86 gemm: AVX-512 reads a constant B in place on skinny up to 16 rows within half of L2, "
+    "and packs it for direct_k over a wide C and a short K",
     "[x86][gemm][k_split]") {
   if (!isa_supported(Isa::avx512)) {
     std::printf("SKIPPED: this CPU has no AVX-512; its prepacked_b_pays rules not tested\n");
@@ -321,12 +321,13 @@ TEST_CASE(
     Shape s;
     bool pays;
   };
-  // Skinny (up to 32 rows, B's bytes against 1 MiB), then direct_k (wide C: 192 columns or more
-  // and K up to 1024).
+  // Skinny (up to 16 rows read in place, B's bytes against 1 MiB), then direct_k (wide C: 192
+  // columns or more and K up to 1024).
   for (const Expect& e :
        {Expect{{8, 256, 256}, false}, Expect{{8, 512, 512}, false}, Expect{{16, 512, 512}, false},
-        Expect{{8, 1024, 1024}, true}, Expect{{4, 1024, 1024}, true}, Expect{{32, 256, 256}, true},
-        Expect{{64, 256, 512}, true}, Expect{{32, 256, 1024}, true}, Expect{{16, 128, 4096}, false},
+        Expect{{8, 1024, 1024}, true}, Expect{{24, 128, 128}, true}, Expect{{28, 512, 512}, true},
+        Expect{{4, 1024, 1024}, true}, Expect{{32, 256, 256}, true}, Expect{{64, 256, 512}, true},
+        Expect{{32, 256, 1024}, true}, Expect{{16, 128, 4096}, false},
         Expect{{64, 128, 512}, false}, Expect{{8, 256, 2048}, false}}) {
     INFO(e.s.M << "x" << e.s.N << "x" << e.s.K);
     Case c(e.s, Layout::row_major, Layout::row_major, EpiKind{}, 1);

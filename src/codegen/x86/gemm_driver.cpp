@@ -267,16 +267,19 @@ constexpr int64_t kDirectKPackedMaxK = 1024;
 // paired, read in place against packed once: 8x256x256 1.36x, 8x256x512 1.25x, 12x256x512
 // 1.18x, 8x512x512 1.13x, 16x512x512 1.05x, 24x512x512 1.01x; past it 8x640x640 1.11x,
 // 16x768x512 1.08x, 4x768x768 1.12x but 8x512x1024 0.71x, 8x1024x512 0.68x, 4x1024x1024 0.59x,
-// 8x1024x1024 0.54x, 12x2048x512 0.53x, 8x4096x1024 0.88x. AVX2 (its skinny kernels are narrower)
-// 8x256x256 1.01x, 8x512x512 0.93x, 8x1024x1024 0.69x: packed once there.
+// 8x1024x1024 0.54x, 12x2048x512 0.53x, 8x4096x1024 0.88x. Up to 16 rows: past them (kernels
+// of several row blocks, column tiles outer) 24x128x128 0.82x, 20x300x300 0.90x, 28x512x512
+// 0.90x, 24x512x512 1.03x. AVX2 (its skinny kernels are narrower) 8x256x256 1.01x, 8x512x512
+// 0.93x, 8x1024x1024 0.69x: packed once there.
 constexpr int64_t kSkinnyInPlaceL2Share = 2;
+constexpr int64_t kSkinnyInPlaceMaxRows = 16;
 bool GemmPlan::prepacked_b_pays() const {
   const Impl& s = *impl_;
   if (s.path == Path::edge_split) return s.split_main->prepacked_b_pays();
   const bool multi = s.dot_vecs > 1;  // several rows of A a pass over W (dot_path.cpp)
   // A direct kernel over a B without unit column stride copies it row-major on every call.
-  const bool skinny_in_place =
-      s.isa == Isa::avx512 && s.K * s.N * 4 <= s.l2_bytes / kSkinnyInPlaceL2Share;
+  const bool skinny_in_place = s.isa == Isa::avx512 && s.M <= kSkinnyInPlaceMaxRows &&
+                               s.K * s.N * 4 <= s.l2_bytes / kSkinnyInPlaceL2Share;
   return (s.path == Path::packed && s.blk.tk == 1) ||
          (s.path == Path::skinny && !skinny_in_place) ||
          (s.path == Path::direct_k && s.isa == Isa::avx512 && s.N >= kDirectKPackedMinCols &&
