@@ -217,7 +217,8 @@ TEST_CASE("x86 gemm: skinny kernels prefetch B's rows where B is out of L2", "[x
 TEST_CASE("x86 gemm: skinny splits a C one column tile wide or more over the threads",
           "[x86][gemm]") {
   // skinny_path.cpp: one chunk per thread, each at least a column tile wide (4 tiles before, which
-  // left 32x128x128 on one thread), from kSmallSplitMinFmas vector FMAs. The chunks' widths from
+  // left 32x128x128 on one thread), from kSmallSplitMinFmas vector FMAs; in the small volume
+  // where C's rows make one row block of the direct tiling. The chunks' widths from
   // the kernels' names (N of direct_<isa>_M<m>N<n>K...), every ISA's plans made, the supported
   // ones run on every pool.
   auto widths = [](Shape s, Isa isa, bool run, bool dynamic_m = false) {
@@ -248,6 +249,10 @@ TEST_CASE("x86 gemm: skinny splits a C one column tile wide or more over the thr
       CHECK(widths({16, 64, 512}, isa, run) == W{32});
       CHECK(widths({12, 48, 700}, isa, run) == W{16, 32});
     }
+    // Within the small volume, C's rows in one row block of the direct tiling: skinny's chunks
+    // too (gemm_driver.cpp), not one direct kernel on one thread.
+    CHECK(widths({2, 2048, 64}, isa, run) == W{1024});
+    CHECK(widths({3, 1000, 80}, isa, run).size() == 2);
     // Under kSmallSplitMinFmas (skinny there with M symbolic): one chunk.
     CHECK(widths({2, 64, 40}, isa, run, true) == W{64});
     CHECK(widths({2, 128, 800}, isa, run, true) == W{64});

@@ -359,6 +359,16 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
         (p.a.col_stride == 1 || a_transposed) && !p.epi.col_scale &&
         s.plan_direct_rows(p, base, T, caches, /*split_only=*/true))
       return std::make_shared<GemmPlan>(std::move(impl));
+    // C's rows in one row block: skinny's chunks of columns, one per thread, where it takes
+    // the problem and makes two chunks. Paired plans against one direct kernel, Intel Xeon, 2
+    // threads: 2x2048x64 1.45x, 2x4096x32 1.36x, 3x1000x80 1.31x, 4x1024x64 1.20x, 8x256x128
+    // 1.21x, 10x400x64 1.21x, 8x512x64 1.18x, 5x600x80 1.13x, 6x400x100 1.11x, 12x200x100 1.03x,
+    // 8x300x100 0.98x (chunks of 192 and 108 columns); KILN_ISA=avx2 2x2048x64 1.82x, 4x1024x64
+    // 1.54x, 6x400x100 1.54x.
+    if (T > 1 && p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas &&
+        p.N > skinny_chunk_cols(p, T, isa) &&
+        s.plan_skinny(p, base, T, prepacked_b, /*direct_k_can=*/false, caches))
+      return std::make_shared<GemmPlan>(std::move(impl));
     s.path = Path::direct;
     s.copy_b = !b_unit;
     s.bare_args.kc = p.K;

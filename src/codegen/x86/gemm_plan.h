@@ -218,6 +218,8 @@ GemmProblem row_problem_of_column(const GemmProblem& p);
 // The dot path's operand for p, or DotOver::none where it cannot run p or K is too short for it
 // to pay (dot_path.cpp).
 DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b);
+// The columns of each of the skinny path's chunks of C (skinny_path.cpp) on T threads.
+int64_t skinny_chunk_cols(const GemmProblem& p, int64_t T, Isa isa);
 // Whether direct_k (small C, a long K; k_split.cpp) suits an M x N x K problem on T threads.
 bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T, Isa isa);
 

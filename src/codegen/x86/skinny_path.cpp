@@ -92,6 +92,21 @@ bool b_rows_page_apart(const GemmProblem& p) {
   return std::abs(p.b.row_stride) * 4 >= kSkinnyMaxRowBytes;
 }
 
+int64_t skinny_chunk_cols(const GemmProblem& p, int64_t T, Isa isa) {
+  const DirectTiling tiling = direct_tiling(isa == Isa::avx512, p.M, p.N);
+  const int64_t tile_w = int64_t(tiling.vectors) * isa_lanes(isa);
+  // One chunk per thread, each at least a column tile wide. Chunks of at least 4 tiles before
+  // left C's narrow problems on one thread: Intel Xeon, paired plans, 2 threads, against that:
+  // 32x256x128 1.65x, 12x128x300 1.39x, 32x128x128 1.39x, 32x192x192 1.38x, 24x128x128 1.33x,
+  // 32x96x128 1.21x, 32x256x64 1.14x, 32x160x160 1.13x; KILN_ISA=avx2 16x64x512 1.69x, 12x48x700
+  // 1.32x, 16x40x1000 1.29x; shapes whose chunks did not change 0.98-1.04x. Under
+  // kSmallSplitMinFmas (a hand-over's cost) still 4 tiles.
+  const bool split_pays = p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas;
+  const int64_t min_width = split_pays ? tile_w : 4 * tile_w;
+  const int64_t want = std::max<int64_t>(1, std::min<int64_t>(T, ceil_div(p.N, min_width)));
+  return round_up(ceil_div(p.N, want), tile_w);
+}
+
 bool GemmPlan::Impl::plan_skinny(const GemmProblem& p, const KernelDesc& base, int64_t T,
                                  bool prepacked_b, bool direct_k_can, const CacheSizes& caches) {
   const bool small_b = p.K * p.N * 4 <= caches.l2_bytes / kSkinnyDynamicSmallBShare;
@@ -104,17 +119,7 @@ bool GemmPlan::Impl::plan_skinny(const GemmProblem& p, const KernelDesc& base, i
     return false;
   path = Path::skinny;
   const DirectTiling tiling = direct_tiling(isa == Isa::avx512, p.M, p.N);
-  const int64_t tile_w = int64_t(tiling.vectors) * isa_lanes(isa);
-  // One chunk per thread, each at least a column tile wide. Chunks of at least 4 tiles before
-  // left C's narrow problems on one thread: Intel Xeon, paired plans, 2 threads, against that:
-  // 32x256x128 1.65x, 12x128x300 1.39x, 32x128x128 1.39x, 32x192x192 1.38x, 24x128x128 1.33x,
-  // 32x96x128 1.21x, 32x256x64 1.14x, 32x160x160 1.13x; KILN_ISA=avx2 16x64x512 1.69x, 12x48x700
-  // 1.32x, 16x40x1000 1.29x; shapes whose chunks did not change 0.98-1.04x. Under
-  // kSmallSplitMinFmas (a hand-over's cost) still 4 tiles.
-  const bool split_pays = p.M * ceil_div(p.N, isa_lanes(isa)) * p.K >= kSmallSplitMinFmas;
-  const int64_t min_width = split_pays ? tile_w : 4 * tile_w;
-  const int64_t want = std::max<int64_t>(1, std::min<int64_t>(T, ceil_div(p.N, min_width)));
-  chunk = round_up(ceil_div(p.N, want), tile_w);
+  chunk = skinny_chunk_cols(p, T, isa);
   nchunks = ceil_div(p.N, chunk);
   const bool b_out_of_l2 = p.K * chunk * 4 > caches.l2_bytes / 4;
   const bool cols_outer = tiling.rows_max < p.M;
