@@ -225,7 +225,7 @@ bool direct_k_fits(int64_t M, int64_t N, int64_t K, int64_t T, Isa isa);
 
 // Plans for symbolic extents (gemm_entry.cpp), for stats().
 struct SymbolicPlanCounts {
-  int64_t exact_plans, bounded_plans, exact_kernels, budget;
+  int64_t exact_plans, bounded_plans, exact_kernels;
 };
 SymbolicPlanCounts symbolic_plan_counts();
 
