@@ -153,8 +153,9 @@ struct GemmStats {
   int64_t transposed_calls = 0;  // x.T @ w with 2-8 columns run as its transpose (counted also
                                  // by that transpose's path; transposed_path.cpp)
   // Plans for problems with symbolic extents (GemmProblem::dynamic_m / dynamic_nk): specialized
-  // on a call's extents, and the kernels they added to the registry; made over the bounded kernel
-  // sets once those kernels reached the budget (a fallback, logged at its first).
+  // on a call's extents (or a listing's, kernels_for and listing_for), and the kernels they added
+  // to the registry; made over the bounded kernel sets once those kernels reached the budget (a
+  // fallback, logged at its first).
   int64_t symbolic_exact_plans = 0;
   int64_t symbolic_exact_kernels = 0;
   int64_t symbolic_bounded_plans = 0;
