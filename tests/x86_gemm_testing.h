@@ -73,7 +73,7 @@ inline constexpr EpiKind kEpilogueCycle[4] = {EpiKind{},
 inline std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
   for (Isa isa : {Isa::avx512, Isa::avx2}) {
-    const bool capped = isa == Isa::avx512 && available() && selected_isa() != Isa::avx512;
+    const bool capped = isa == Isa::avx512 && isa_supported(isa) && selected_isa() != Isa::avx512;
     if (isa_supported(isa) && !capped) {
       out.push_back(isa);
       continue;

@@ -184,7 +184,8 @@ int64_t set_symbolic_exact_kernel_budget(int64_t kernels);
 class GemmPlan {
  public:
   // Blocking is chosen for `threads` threads (run() is correct on any pool). With prepacked_b,
-  // B comes from a PackedB at run time.
+  // B comes from a PackedB at run time. A plan may be made for an ISA this CPU lacks (its path,
+  // kernels and listings can be inspected); run() on it throws kiln's internal error.
   static std::shared_ptr<const GemmPlan> make(const GemmProblem& p, Isa isa, int threads,
                                               bool prepacked_b = false);
   // As make(), blocked for these caches instead of the host's (tests: other machines' rules).

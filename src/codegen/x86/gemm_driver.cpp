@@ -312,10 +312,10 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
                                                bool prepacked_b, const CacheSizes& caches) {
   KILN_CHECK(p.M >= 0 && p.N >= 0 && p.K >= 0)
       << "negative GEMM dims " << p.M << "x" << p.N << "x" << p.K;
-  KILN_CHECK(isa_supported(isa)) << "this CPU cannot run " << isa_name(isa) << " kernels";
   auto impl = std::make_unique<Impl>();
   Impl& s = *impl;
   s.isa = isa;
+  s.runnable = isa_supported(isa);
   s.M = p.M;
   s.N = p.N;
   s.K = p.K;
@@ -660,12 +660,14 @@ bool GemmPlan::caller_only() const {
 
 void GemmPlan::run(const GemmProblem& p, ThreadPool& pool, const PackedB* packed) const {
   const Impl& s = *impl_;
+  KILN_CHECK(s.runnable) << "this CPU cannot run " << isa_name(s.isa) << " kernels";
   if (s.direct_fits(p)) return s.run_direct_fast(p);
   s.run(p, &pool, packed);
 }
 
 void GemmPlan::run_on(const GemmProblem& p, ThreadPool* pool, const PackedB* packed) const {
   const Impl& s = *impl_;
+  KILN_CHECK(s.runnable) << "this CPU cannot run " << isa_name(s.isa) << " kernels";
   if (s.direct_fits(p)) return s.run_direct_fast(p);
   s.run(p, pool, packed);
 }

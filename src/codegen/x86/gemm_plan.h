@@ -60,6 +60,9 @@ enum class DotOver : uint8_t { none, b_rows, a_rows };
 struct GemmPlan::Impl {
   Path path = Path::empty;
   Isa isa = Isa::avx2;
+  // This CPU can run the plan's kernels. A plan for another ISA (an AVX-512 plan on an AVX2-only
+  // CPU) can be made and inspected (its path, kernels and listings), not run.
+  bool runnable = false;
   int64_t M = 0, N = 0, K = 0;
   bool prepacked_b = false;         // made for B from a PackedB
   int64_t l2_bytes = 0;             // of the caches the plan was made for
