@@ -253,6 +253,27 @@ TEST_CASE("publish failures (read-only fs, full disk, quota) warn once and retur
   CHECK(cache.load(k, PayloadKind::llvm_object) == payload);
 }
 
+TEST_CASE("a checksummed publish skips the fsync, a default one does not",
+          "[cache][disk][faults]") {
+  TempDir tmp;
+  DiskCache cache(make_config(tmp.sub("c")));
+  std::vector<uint8_t> payload = payload_for(2, 5000);
+  int fsyncs = 0;
+  cache.set_fault_hook_for_testing([&](StoreStep s) {
+    if (s != StoreStep::fsync) return 0;
+    ++fsyncs;
+    return EIO;  // a failing fsync makes the publish fail, so it shows whether one ran
+  });
+  CacheKey k1 = make_key(1), k2 = make_key(2);
+  CHECK(cache.store(k1, PayloadKind::x86_blob, payload, Durability::checksummed));
+  CHECK(fsyncs == 0);
+  CHECK(cache.load(k1, PayloadKind::x86_blob) == payload);
+  CHECK_FALSE(cache.store(k2, PayloadKind::x86_blob, payload));
+  CHECK(fsyncs == 1);
+  CHECK_FALSE(cache.load(k2, PayloadKind::x86_blob).has_value());
+  CHECK(cache.stats().temp_files == 0);
+}
+
 TEST_CASE("KILN_CACHE=off and readonly", "[cache][disk][modes]") {
   TempDir tmp;
   CacheKey k = make_key(1);

@@ -305,7 +305,8 @@ std::optional<std::vector<uint8_t>> DiskCache::load(const CacheKey& key, Payload
   }
 }
 
-bool DiskCache::store(const CacheKey& key, PayloadKind kind, std::span<const uint8_t> payload) {
+bool DiskCache::store(const CacheKey& key, PayloadKind kind, std::span<const uint8_t> payload,
+                      Durability durability) {
   if (!writable()) return false;
   std::string manifest = key.manifest();
   if (payload.size() > kMaxPayloadBytes || manifest.size() > kMaxManifestBytes ||
@@ -354,8 +355,10 @@ bool DiskCache::store(const CacheKey& key, PayloadKind kind, std::span<const uin
       done += static_cast<size_t>(n);
     }
     // The data must be on disk before the name is: otherwise a crash could leave a published
-    // name over an empty or partial file (the checksum would catch it, but as a needless miss).
-    if ((err = inject(StoreStep::fsync)) != 0 || fsync(fd.get()) != 0) {
+    // name over an empty or partial file (the checksum would catch it, but as a needless miss,
+    // which a `checksummed` caller accepts).
+    if (durability == Durability::fsynced &&
+        ((err = inject(StoreStep::fsync)) != 0 || fsync(fd.get()) != 0)) {
       return fail("fsync", err ? err : errno);
     }
     if (close(fd.release()) != 0) return fail("close", errno);  // NFS reports EDQUOT here
