@@ -10,6 +10,7 @@
 
 #include "codegen/x86/blocking.h"
 #include "codegen/x86/gemm.h"
+#include "codegen/x86/cpu_info.h"
 #include "codegen/x86/gemm_plan.h"
 #include "codegen/x86/kernel_registry.h"
 
@@ -52,7 +53,8 @@ double check_case(Case& c, Isa isa, int threads, const char* path,
   auto plan = caches ? GemmPlan::make(c.problem(), isa, threads, false, *caches)
                      : GemmPlan::make(c.problem(), isa, threads);
   const std::string taken = path_taken(*plan, c, pool2());
-  if (std::string(path) == "dot" && dot_path_for(c.problem(), isa, false) == DotOver::none)
+  if (std::string(path) == "dot" &&
+      dot_path_for(c.problem(), isa, false, caches ? *caches : host_cpu().caches) == DotOver::none)
     CHECK(taken != "dot");
   else
     CHECK(taken == path);
@@ -109,14 +111,41 @@ TEST_CASE("x86 gemm: GEMV-like layouts read along rows take the dot or stream pa
   }
 }
 
+TEST_CASE("x86 gemm: on cores that split 256-bit ops, x @ W.T takes the dot path from K = 10 M",
+          "[x86][gemm][dot]") {
+  // dot_path.cpp (dot_min_k_b_rows): measured on an AMD EPYC Zen 1. One row from K = 8. AVX-512
+  // keeps its rule (no such core has it).
+  CacheSizes split;
+  split.split_256 = true;
+  for (Isa isa : supported_isas()) {
+    const bool avx512 = isa == Isa::avx512;
+    auto path_of = [&](Shape s) {
+      Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4051, 0);
+      return path_taken(*GemmPlan::make(c.problem(), isa, 2, false, split), c, pool2());
+    };
+    INFO(isa_name(isa));
+    CHECK(path_of({5, 462, 11}) == (avx512 ? "dot" : "direct"));
+    CHECK((path_of({8, 1000, 79}) == "dot") == avx512);  // else packed (above the small volume)
+    CHECK(path_of({8, 1000, 80}) == "dot");
+    CHECK(path_of({3, 1000, 29}) == (avx512 ? "dot" : "direct"));
+    CHECK(path_of({3, 1000, 30}) == "dot");
+    CHECK(path_of({1, 1000, 7}) == (avx512 ? "dot" : "direct"));
+    CHECK(path_of({1, 1000, 8}) == "dot");
+    // One column (N = 1) is not this rule's.
+    CHECK(path_of({8, 1, 64}) == "dot");
+  }
+}
+
 TEST_CASE("x86 gemm: a K too short for the dot path takes the direct kernels", "[x86][gemm][dot]") {
   // dot_path.cpp (dot_min_k, dot_min_k_b_rows): over a short K a dot product is mostly its
   // horizontal reduction; 10000 3-D points times a 3x3 matrix ran 7x faster on the direct kernels.
+  // Planned for cores that run 256-bit ops whole (CacheSizes' default), whatever the host's.
+  const CacheSizes whole_256;
   for (Isa isa : supported_isas()) {
     const bool avx512 = isa == Isa::avx512;
     auto path_of = [&](Shape s, Layout lb) {
       Case c(s, Layout::row_major, lb, EpiKind{}, 4050, 0);
-      return path_taken(*GemmPlan::make(c.problem(), isa, 2), c, pool2());
+      return path_taken(*GemmPlan::make(c.problem(), isa, 2, false, whole_256), c, pool2());
     };
     INFO(isa_name(isa));
     // A @ B, 1-4 columns, from 17 rows: K from 8 (AVX2 4), 16, 32, 48.

@@ -11,10 +11,14 @@ namespace kiln::x86 {
 
 // What the blocking reads of the caches (the rules size every block from L2; the direct kernels'
 // row blocks, from L1's associativity).
+// What the planner knows of a machine: its caches, and one trait of its cores.
 struct CacheSizes {
   int64_t l2_bytes = 1024 * 1024;  // per core
   int64_t l1d_ways = 8;
   int64_t l1d_way_bytes = 4096;  // one way: addresses this far apart share an L1 set
+  // The cores run a 256-bit vector op as two 128-bit halves (AMD Zen and Zen+, family 17h models
+  // before 30h; Hygon's family 18h). The dot path then pays only from a longer K (dot_path.cpp).
+  bool split_256 = false;
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -18,6 +18,8 @@ HostCpu detect() {
   using F = asmjit::CpuFeatures::X86;
   h.avx2_fma = cpu.hasFeature(F::kAVX2) && cpu.hasFeature(F::kFMA);
   h.avx512f = h.avx2_fma && cpu.hasFeature(F::kAVX512_F);
+  h.caches.split_256 = (cpu.isVendor("AMD") && cpu.familyId() == 0x17 && cpu.modelId() < 0x30) ||
+                       (cpu.isVendor("HYGON") && cpu.familyId() == 0x18);
   // The L2 size the JIT's device info reads (it is also in the disk cache's device fingerprint).
   const kiln::CpuInfo& info = kiln::cpu_info();
   if (info.l2_bytes > 0) h.caches.l2_bytes = info.l2_bytes;

@@ -10,6 +10,7 @@
 // Outputs are split into one chunk per thread. With several vectors, each chunk is walked in
 // blocks of rows of X that stay in L2 while every vector takes its dot products with them, so X
 // is read from memory once.
+#include "codegen/x86/cpu_info.h"
 #include "codegen/x86/gemm_plan.h"
 #include "codegen/x86/pack.h"
 
@@ -163,9 +164,16 @@ int64_t dot_min_k(int64_t M, int64_t N, Isa isa) {
 // 0.77x, K = 16 0.98x, K = 32 1.44x; AVX2 (one row of A a pass) from about K = M: 8 rows K = 3
 // 0.58x, K = 8 1.00x, 6 rows K = 4 0.80x, 4 rows K = 4 1.29x.
 // Past 8 rows (AVX2 too, from kDotWideMinCols columns) from K = 8 M.
-int64_t dot_min_k_b_rows(int64_t M, Isa isa) {
+// Cores that split 256-bit ops (CacheSizes::split_256): from K = 10 M, one row from K = 8. AMD
+// EPYC Zen 1 (2 vCPUs), paired plans on 2 threads, dot against direct (B copied), x @ W.T:
+// 5x462x11 0.26x, 5x462x44 0.64x, 4x1000x8 0.33x, 4x1000x32 0.87x, 2x1000x16 0.89x, 8x1000x16
+// 0.47x, 8x1000x32 0.75x, 1x1000x4 0.49x; from about 10 M the dot path wins: 2x1000x24 1.22x,
+// 4x1000x40 1.56x, 3x64x32 1.09x, 6x2000x64 1.14x, 8x1000x80 1.18x, 8x64x96 1.09x, 1x1000x8
+// 1.64x (8x1000x64 0.98x, 5x462x66 0.79x, 5x462x88 1.52x). The kernels' per-output reduction
+// is what costs there: plain loads in place of K's masked tail changed nothing measurable.
+int64_t dot_min_k_b_rows(int64_t M, Isa isa, const CacheSizes& caches) {
   if (M > kDotMaxRows) return 8 * M;
-  if (isa != Isa::avx512) return M;
+  if (isa != Isa::avx512) return !caches.split_256 ? M : M == 1 ? 8 : 10 * M;
   return M < 4 ? 2 * M : 4 * M;
 }
 int64_t dot_max_rows(int64_t N, Isa isa) {
@@ -176,6 +184,10 @@ int64_t dot_max_rows(int64_t N, Isa isa) {
 }  // namespace
 
 DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b) {
+  return dot_path_for(p, isa, prepacked_b, host_cpu().caches);
+}
+
+DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b, const CacheSizes& caches) {
   // A symbolic N or K is baked into every dot kernel; a symbolic M only into a_rows' (its
   // outputs), while b_rows' kernels take M's rows one to four at a time (dot_vecs and the rest,
   // for the blocks and the last block of either blocking: at most sixteen per N and K).
@@ -192,7 +204,7 @@ DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b) {
     return DotOver::a_rows;
   // Up to dot_max_rows rows of A against B's rows along K (not B's columns: the stream path's).
   if (p.M <= dot_max_rows(p.N, isa) && p.b.row_stride == 1 && (p.N == 1 || p.b.col_stride != 1) &&
-      p.K >= (p.N == 1 ? dot_min_k(p.M, 1, isa) : dot_min_k_b_rows(p.M, isa)) &&
+      p.K >= (p.N == 1 ? dot_min_k(p.M, 1, isa) : dot_min_k_b_rows(p.M, isa, caches)) &&
       dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, p.K))
     return DotOver::b_rows;
   return DotOver::none;

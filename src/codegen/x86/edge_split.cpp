@@ -54,7 +54,7 @@ bool GemmPlan::Impl::plan_edge_split(const GemmProblem& p, int threads, const Ca
       p.M * p.K < kEdgeSplitMinWork || p.M * (p.N - 1) * p.K > kSmallVolume)
     return false;
   const GemmProblem edge = edge_of(p);
-  if (dot_path_for(edge, isa, false) != DotOver::a_rows) return false;
+  if (dot_path_for(edge, isa, false, caches) != DotOver::a_rows) return false;
   auto main_plan = GemmPlan::make(main_of(p), isa, threads, false, caches);
   const Path main_path = main_plan->impl_->path;
   if (main_path != Path::direct) return false;

@@ -327,7 +327,7 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   const bool b_unit = p.b.col_stride == 1;
   const int64_t volume = p.M * p.N * p.K;
   const bool stream = stream_can(p, prepacked_b);
-  if (const DotOver over = dot_path_for(p, isa, prepacked_b); over != DotOver::none) {
+  if (const DotOver over = dot_path_for(p, isa, prepacked_b, caches); over != DotOver::none) {
     s.plan_dot(p, over, base, threads, caches);
     return std::make_shared<GemmPlan>(std::move(impl));
   }
