@@ -113,34 +113,42 @@ TEST_CASE("x86 gemm: GEMV-like layouts read along rows take the dot or stream pa
 
 TEST_CASE("x86 gemm: on cores that split 256-bit ops, x @ W.T takes the dot path from K = 10 M",
           "[x86][gemm][dot]") {
-  // dot_path.cpp (dot_min_k_b_rows): measured on an AMD EPYC Zen 1. One row from K = 8. AVX-512
-  // keeps its rule (no such core has it).
+  // dot_path.cpp (dot_min_k_b_rows): measured on an AMD EPYC Zen 1, AVX2 only; one row from
+  // K = 8. AVX-512 keeps its rule. The rule is checked for both ISAs whatever the host runs.
   CacheSizes split;
   split.split_256 = true;
-  for (Isa isa : supported_isas()) {
+  const CacheSizes whole = CacheSizes{};
+  auto b_rows = [](Shape s, Isa isa, const CacheSizes& caches) {
+    Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4051, 0);
+    return dot_path_for(c.problem(), isa, false, caches) == DotOver::b_rows;
+  };
+  for (Isa isa : {Isa::avx2, Isa::avx512}) {
     const bool avx512 = isa == Isa::avx512;
-    auto path_of = [&](Shape s) {
-      Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4051, 0);
-      return path_taken(*GemmPlan::make(c.problem(), isa, 2, false, split), c, pool2());
-    };
     INFO(isa_name(isa));
-    CHECK(path_of({5, 462, 11}) == (avx512 ? "dot" : "direct"));
-    CHECK((path_of({8, 1000, 79}) == "dot") == avx512);  // else packed (above the small volume)
-    CHECK(path_of({8, 1000, 80}) == "dot");
-    CHECK(path_of({3, 1000, 29}) == (avx512 ? "dot" : "direct"));
-    CHECK(path_of({3, 1000, 30}) == "dot");
-    CHECK(path_of({1, 1000, 7}) == (avx512 ? "dot" : "direct"));
-    CHECK(path_of({1, 1000, 8}) == "dot");
-    // One column (N = 1) is not this rule's.
-    CHECK(path_of({8, 1, 64}) == "dot");
+    CHECK(b_rows({5, 462, 24}, isa, split) == avx512);  // AVX-512 from 4 M
+    CHECK(b_rows({5, 462, 24}, isa, whole));
+    CHECK(b_rows({8, 1000, 79}, isa, split) == avx512);
+    CHECK(b_rows({8, 1000, 80}, isa, split));
+    CHECK(b_rows({3, 1000, 29}, isa, split) == avx512);
+    CHECK(b_rows({3, 1000, 30}, isa, split));
+    CHECK(b_rows({1, 1000, 7}, isa, split) == avx512);
+    CHECK(b_rows({1, 1000, 8}, isa, split));
+  }
+  // The plans take the direct kernels instead, and run.
+  if (isa_supported(Isa::avx2)) {
+    for (Shape s : {Shape{5, 462, 11}, Shape{3, 1000, 29}}) {
+      Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4052, 0);
+      CHECK(check_case(c, Isa::avx2, 2, "direct", &split) <= 1.0);
+    }
   }
 }
 
 TEST_CASE("x86 gemm: a K too short for the dot path takes the direct kernels", "[x86][gemm][dot]") {
   // dot_path.cpp (dot_min_k, dot_min_k_b_rows): over a short K a dot product is mostly its
   // horizontal reduction; 10000 3-D points times a 3x3 matrix ran 7x faster on the direct kernels.
-  // Planned for cores that run 256-bit ops whole (CacheSizes' default), whatever the host's.
-  const CacheSizes whole_256;
+  // Planned for cores that run 256-bit ops whole, whatever the host's.
+  CacheSizes whole_256 = host_cpu().caches;
+  whole_256.split_256 = false;
   for (Isa isa : supported_isas()) {
     const bool avx512 = isa == Isa::avx512;
     auto path_of = [&](Shape s, Layout lb) {

@@ -72,7 +72,8 @@ enum class StoreStep : uint8_t { open_temp, write, fsync, rename };
 // appears, so a power loss cannot leave a published name over an empty or partial file.
 // `checksummed` skips that fsync: such a file fails its checksum on load and is a miss (removed),
 // which suits payloads that cost less to make again than the fsync costs on every publish (x86
-// blobs: about 0.01 ms of code generation against 0.3-0.6 ms for an fsync on this machine's disk).
+// blobs: 0.01-0.02 ms of code generation against 0.3-0.6 ms for a store with its fsync, measured
+// on the Xeon and the Zen 1 of RESULTS.md).
 // Either way readers never see a partial entry while the system runs.
 enum class Durability : uint8_t { fsynced, checksummed };
 

@@ -9,9 +9,8 @@
 
 namespace kiln::x86 {
 
-// What the blocking reads of the caches (the rules size every block from L2; the direct kernels'
-// row blocks, from L1's associativity).
-// What the planner knows of a machine: its caches, and one trait of its cores.
+// What the planner knows of a machine: its caches (the rules size every block from L2; the
+// direct kernels' row blocks, from L1's associativity), and one trait of its cores.
 struct CacheSizes {
   int64_t l2_bytes = 1024 * 1024;  // per core
   int64_t l1d_ways = 8;
