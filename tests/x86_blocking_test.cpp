@@ -31,7 +31,8 @@ struct Machine {
 const Machine kZen3{"zen3", {512 << 10}};
 const Machine kZen5{"zen5", {1 << 20}};
 const Machine kXeon{"xeon", {2 << 20}};
-const Machine kMachines[] = {kZen3, kZen5, kXeon};
+const Machine kZen1{"zen1", {512 << 10, 8, 4096, true}};  // 256-bit ops split in two halves
+const Machine kMachines[] = {kZen3, kZen5, kXeon, kZen1};
 
 int64_t rows_per_task(const PackedBlocking& b) { return (b.mtiles + b.tm - 1) / b.tm * b.MR; }
 
@@ -78,6 +79,13 @@ TEST_CASE("x86 blocking: the KC rules pick what was measured best on each machin
   CHECK(zen3.MC >= 48);
   CHECK(zen3.MC * zen3.KC * 4 <= kZen3.caches.l2_bytes / 4);
   CHECK_FALSE(zen3.a_once);
+  // A Zen 1 (split_256): K blocks of at most 288 (blocking.cpp, kSplit256MaxKc), evenly split.
+  const PackedBlocking zen1 = packed_blocking(2048, 2048, 2048, Isa::avx2, 2, false, kZen1.caches);
+  CHECK(zen1.kc_rule == KcRule::standard);
+  CHECK(zen1.KC == 256);
+  CHECK(zen1.MC * zen1.KC * 4 <= kZen1.caches.l2_bytes / 4);
+  CHECK(packed_blocking(274, 177, 2838, Isa::avx2, 1, false, kZen1.caches).KC == 284);
+  CHECK(packed_blocking(198, 1456, 525, Isa::avx2, 2, false, kZen1.caches).KC == 264);
   for (const Machine& m : {kZen5, kXeon}) {
     INFO(m.name);
     const PackedBlocking b = packed_blocking(2048, 2048, 2048, Isa::avx512, 2, false, m.caches);

@@ -8,6 +8,15 @@ namespace kiln::x86 {
 int64_t packed_mr(Isa isa) { return isa == Isa::avx512 ? 14 : 6; }
 int64_t packed_nr(Isa isa) { return isa == Isa::avx512 ? 32 : 16; }
 
+// KC on cores that split 256-bit ops (CacheSizes::split_256): at most 288, so that a K block's
+// 16-column B panel (18 KiB) and a 6-row A panel leave room in Zen 1's 32 KiB L1. AMD EPYC Zen 1,
+// 2 vCPUs, paired plans on 2 threads against KC 512, two runs: 512^3 1.18-1.21x, 768^3 1.22x,
+// 64x4096x1024 1.35x, 274x177x2838 1.46x, 1024x64x1024 2.60-2.76x, x.T @ w 4096x64x4096 2.41x,
+// 2048^3 1.04-1.05x, 1000^3 0.99-1.06x; 128x4096x1024, 198x1456x525 (K blocks of 264 either
+// way), 255^3, 300^3, 35x1811x2726 1.00x; x.T @ w 512x32x512 0.97x. A cap of 256 read 2048^3
+// 1.05x, 274x177x2838 2.26x, but 198x1456x525 0.77x (three K blocks of 176 instead of two).
+constexpr int64_t kSplit256MaxKc = 288;
+
 const char* kc_rule_name(KcRule r) {
   switch (r) {
     case KcRule::standard:
@@ -182,7 +191,7 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
                       caches.l2_bytes / 8 / (1024 * 4) >= 32;
   const bool short_k_1024 =
       !long_k && prepacked_b && rows_per_task * 1024 * 4 <= caches.l2_bytes / 3;
-  const int64_t kc_max = long_k || short_k_1024 ? 1024 : 512;
+  const int64_t kc_max = long_k || short_k_1024 ? 1024 : caches.split_256 ? kSplit256MaxKc : 512;
   b.npc = std::max<int64_t>(1, ceil_div(K, kc_max));
   b.KC = round_up(ceil_div(K, b.npc), 4);
   b.kc_rule = long_k ? KcRule::long_k : short_k_1024 ? KcRule::short_k_1024 : KcRule::standard;
