@@ -176,7 +176,8 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   // KC: 512, or 1024 when each task has at least 512 rows and L2 holds a 1024 x NR panel of B in
   // an eighth of it, an eighth that holds at least 32 rows of A at that KC (long_k), or when B is
   // prepacked and all of a task's rows at KC 1024 fit in a third of L2 (short_k_1024: one MC
-  // block, A packed once per K block, fewer passes over C).
+  // block, A packed once per K block, fewer passes over C); at most kSplit256MaxKc (288) instead
+  // of 512 on cores that split 256-bit ops.
   // Panels overflow L1 and their rows stream from L2, which keeps up. Measured: 2048^3 on a Zen 5
   // (1 MiB L2) at 471 GFLOP/s with KC 1024 (437 with 512); 128x4096x1024 on a Zen 5 at 385-393
   // with 512 (356-377 with 1024: its 140 x 1024 A block is over half of that L2); on two Xeons
