@@ -220,7 +220,7 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
         const EpiKind e{epi ? Activation::silu : Activation::none, epi, false, epi};
         Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
         if (lb == Layout::transposed && dot_path_for(Case(s, Layout::row_major, lb, e, 1).problem(),
-                                                     isa, prepacked) != DotOver::none)
+                                                     isa, prepacked, m.caches) != DotOver::none)
           lb = Layout::row_major;
         Case c(s, Layout::row_major, lb, e, uint32_t(9100 + variant));
         const int threads = pool.num_threads();
