@@ -206,7 +206,8 @@ TEST_CASE("x86 gemm: a K too short for the dot path takes the direct kernels", "
     CHECK(path_of({9, 1, 1024}, Layout::transposed) == "dot");  // A's rows: a_rows
     {
       Case c({9, 1, 1024}, Layout::transposed, Layout::transposed, EpiKind{}, 4051, 0);
-      CHECK(dot_path_for(c.problem(), isa, false) == DotOver::none);  // A's columns unit-stride
+      // A's columns unit-stride: not the dot path's layout.
+      CHECK(dot_path_for(c.problem(), isa, false, whole_256) == DotOver::none);
     }
   }
 }
@@ -787,8 +788,9 @@ TEST_CASE("x86 gemm: a symbolic M keeps x @ W.T on the dot path, over a bounded 
         Case c({M, N, K}, Layout::row_major, Layout::transposed, e, uint32_t(5300 + variant));
         GemmProblem p = c.problem();
         p.dynamic_m = true;
-        const bool exact_dot = dot_path_for(c.problem(), isa, false) == DotOver::b_rows;
-        CHECK((dot_path_for(p, isa, false) == DotOver::b_rows) == exact_dot);
+        const CacheSizes& host = host_cpu().caches;  // GemmPlan::make's below
+        const bool exact_dot = dot_path_for(c.problem(), isa, false, host) == DotOver::b_rows;
+        CHECK((dot_path_for(p, isa, false, host) == DotOver::b_rows) == exact_dot);
         auto plan = GemmPlan::make(p, isa, 2);
         INFO(isa_name(isa) << " " << M << "x" << N << "x" << K << " (M symbolic)");
         if (exact_dot) {
@@ -807,11 +809,11 @@ TEST_CASE("x86 gemm: a symbolic M keeps x @ W.T on the dot path, over a bounded 
   // A @ B with few columns (a_rows) and a symbolic N or K stay off the dot path.
   Case narrow({64, 3, 512}, Layout::row_major, Layout::transposed, EpiKind{}, 5390);
   GemmProblem p = narrow.problem();
-  REQUIRE(dot_path_for(p, Isa::avx2, false) == DotOver::a_rows);
+  REQUIRE(dot_path_for(p, Isa::avx2, false, host_cpu().caches) == DotOver::a_rows);
   p.dynamic_m = true;
-  CHECK(dot_path_for(p, Isa::avx2, false) == DotOver::none);
+  CHECK(dot_path_for(p, Isa::avx2, false, host_cpu().caches) == DotOver::none);
   Case wide({4, 130, 1024}, Layout::row_major, Layout::transposed, EpiKind{}, 5391);
   p = wide.problem();
   p.dynamic_nk = true;
-  CHECK(dot_path_for(p, Isa::avx2, false) == DotOver::none);
+  CHECK(dot_path_for(p, Isa::avx2, false, host_cpu().caches) == DotOver::none);
 }

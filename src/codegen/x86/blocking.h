@@ -16,7 +16,8 @@ struct CacheSizes {
   int64_t l1d_ways = 8;
   int64_t l1d_way_bytes = 4096;  // one way: addresses this far apart share an L1 set
   // The cores run a 256-bit vector op as two 128-bit halves (AMD Zen and Zen+, family 17h models
-  // before 30h; Hygon's family 18h). The dot path then pays only from a longer K (dot_path.cpp).
+  // before 30h; Hygon's family 18h). The dot path then pays only from a longer K (dot_path.cpp),
+  // and K blocks are shorter (blocking.cpp, kSplit256MaxKc).
   bool split_256 = false;
 };
 

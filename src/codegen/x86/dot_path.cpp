@@ -10,7 +10,6 @@
 // Outputs are split into one chunk per thread. With several vectors, each chunk is walked in
 // blocks of rows of X that stay in L2 while every vector takes its dot products with them, so X
 // is read from memory once.
-#include "codegen/x86/cpu_info.h"
 #include "codegen/x86/gemm_plan.h"
 #include "codegen/x86/pack.h"
 
@@ -182,10 +181,6 @@ int64_t dot_max_rows(int64_t N, Isa isa) {
 }
 
 }  // namespace
-
-DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b) {
-  return dot_path_for(p, isa, prepacked_b, host_cpu().caches);
-}
 
 DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b, const CacheSizes& caches) {
   // A symbolic N or K is baked into every dot kernel; a symbolic M only into a_rows' (its
