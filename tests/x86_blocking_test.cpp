@@ -199,6 +199,28 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
   }
 }
 
+TEST_CASE("x86 blocking: every micro-panel prefetches a stretch within the next B panel",
+          "[x86][blocking]") {
+  for (Isa isa : {Isa::avx2, Isa::avx512}) {
+    const int64_t NR = packed_nr(isa);
+    for (int64_t kc = 0; kc <= 1024; ++kc) {
+      const int64_t panel = kc * NR;                     // floats
+      const int64_t stretch = kc / kPackedUnrollK * 16;  // a line per unrolled K iteration
+      std::set<int64_t> starts;
+      // Up to 512 micro-panels of a tall block (MC up to 3000 rows).
+      for (int64_t tile = 0; tile < 512; ++tile) {
+        const int64_t at = b_prefetch_offset(tile, kc, NR);
+        INFO(isa_name(isa) << " kc " << kc << " micro-panel " << tile << " offset " << at);
+        REQUIRE(at >= 0);
+        REQUIRE(at + stretch <= panel);
+        starts.insert(at);
+      }
+      // The stretches of the first micro-panels cover the panel but for less than a stretch.
+      if (stretch > 0) REQUIRE(int64_t(starts.size()) * stretch > panel - stretch);
+    }
+  }
+}
+
 TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the reference",
           "[x86][blocking][gemm]") {
   // Shapes that reach every KC rule on one of the machines: several MC blocks with threads split

@@ -54,6 +54,16 @@ struct PackedBlocking {
 int64_t packed_mr(Isa isa);
 int64_t packed_nr(Isa isa);
 
+// Where, in floats from the start of the next packed B panel (kc x NR), the kernel call over
+// micro-panel `tile` of the current one prefetches its stretch of it: kc / kPackedUnrollK lines
+// (one per unrolled K iteration), the tile-th stretch modulo the whole stretches the panel holds,
+// so that every stretch lies within the panel. Unwrapped, a tall block's micro-panels prefetched
+// up to hundreds of KiB past the panels, outside the buffer; on an AMD Zen 1 under KVM those
+// prefetches stalled the kernels (45% of a profile's samples on the one prefetch). Paired plans,
+// 2 threads, wrapped against not: 512^3 1.34x, 256^3 2.0x, x.T @ w 512x32x512 2.98x and
+// 4096x64x4096 3.48x.
+int64_t b_prefetch_offset(int64_t tile, int64_t kc, int64_t NR);
+
 // M, N >= 1; threads >= 1. Splits K over the threads (tk > 1) where the cost model in
 // blocking.cpp prefers it to a split of M or N.
 // b_transposed: B's rows are unit-stride along K (x @ w.T), packed from runs along K.

@@ -16,10 +16,6 @@ namespace kiln::x86 {
 
 namespace {
 
-// A cache line in floats: each micro-panel call prefetches a line of the next panel per unrolled
-// K iteration (run_panel).
-constexpr int64_t kFloatsPerLine = 16;
-
 // One block's panels in the packed path, as another thread runs them (panel_share.h): columns
 // [jc, jc_end) in panels, rows [i0, i0 + mc), K block pc (k0, kc) with A's block packed at a and
 // B's at b (nullptr: a PackedB), into c (rows ldc apart); acc: add to C, last: the last K block.
@@ -124,13 +120,12 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       }
       kern[s.acc][s.last][me][ne]->fn(&args, s.a + ir * s.kc, panel(s, jp), tile(s, ir, jp));
     };
-    // Panel jp of s over all its row tiles. Micro-panel ir prefetches the ir-th stretch (one line
-    // per unrolled K iteration) of the next panel; stretches past its end only touch memory that
-    // is never read.
+    // Panel jp of s over all its row tiles, each micro-panel prefetching a stretch of the next
+    // panel (b_prefetch_offset).
     auto run_panel = [&](const SharedPanels& s, int64_t jp, bool a_fresh) {
       const float* next = panel(s, jp + 1 < s.jc_end ? jp + 1 : jp);
       for (int64_t ir = 0; ir < s.mc; ir += MR)
-        call(s, ir, jp, next + (ir / MR) * (s.kc / kPackedUnrollK) * kFloatsPerLine,
+        call(s, ir, jp, next + b_prefetch_offset(ir / MR, s.kc, NR),
              ir + MR < s.mc      ? tile(s, ir + MR, jp)
              : jp + 1 < s.jc_end ? tile(s, 0, jp + 1)
                                  : tile(s, ir, jp),
