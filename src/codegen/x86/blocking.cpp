@@ -1,21 +1,12 @@
 // The packed path's BLIS blocking (see blocking.h).
 #include "codegen/x86/blocking.h"
 
-#include "codegen/x86/kernel_registry.h"
-
 #include <algorithm>
 
 namespace kiln::x86 {
 
 int64_t packed_mr(Isa isa) { return isa == Isa::avx512 ? 14 : 6; }
 int64_t packed_nr(Isa isa) { return isa == Isa::avx512 ? 32 : 16; }
-
-int64_t b_prefetch_offset(int64_t tile, int64_t kc, int64_t NR) {
-  constexpr int64_t kFloatsPerLine = 16;
-  const int64_t stretch = kc / kPackedUnrollK * kFloatsPerLine;
-  if (stretch == 0) return 0;
-  return tile % std::max<int64_t>(1, kc * NR / stretch) * stretch;
-}
 
 // KC on cores that split 256-bit ops (CacheSizes::split_256): at most 288, so that a K block's
 // 16-column B panel (18 KiB) and a 6-row A panel leave room in Zen 1's 32 KiB L1. AMD EPYC Zen 1,

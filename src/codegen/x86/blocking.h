@@ -4,7 +4,9 @@
 #pragma once
 
 #include "codegen/x86/gemm.h"
+#include "codegen/x86/kernel_registry.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace kiln::x86 {
@@ -62,7 +64,13 @@ int64_t packed_nr(Isa isa);
 // prefetches stalled the kernels (45% of a profile's samples on the one prefetch). Paired plans,
 // 2 threads, wrapped against not: 512^3 1.34x, 256^3 2.0x, x.T @ w 512x32x512 2.98x and
 // 4096x64x4096 3.48x.
-int64_t b_prefetch_offset(int64_t tile, int64_t kc, int64_t NR);
+// Inline: the driver asks once per kernel call.
+inline int64_t b_prefetch_offset(int64_t tile, int64_t kc, int64_t NR) {
+  constexpr int64_t kFloatsPerLine = 16;
+  const int64_t stretch = kc / kPackedUnrollK * kFloatsPerLine;
+  if (stretch == 0) return 0;
+  return tile % std::max<int64_t>(1, kc * NR / stretch) * stretch;
+}
 
 // M, N >= 1; threads >= 1. Splits K over the threads (tk > 1) where the cost model in
 // blocking.cpp prefers it to a split of M or N.
