@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "codegen/x86/gemm.h"
+#include "codegen/x86/generators.h"
 #include "codegen/x86/kernel_registry.h"
 #include "jit/thread_pool.h"
 
@@ -102,5 +103,68 @@ TEST_CASE("x86 kernels: codegen time is reported, each descriptor is generated o
       CHECK(k.code_bytes > 0);
       CHECK(!k.listing.empty());
     }
+  }
+}
+
+TEST_CASE("x86 direct kernels: B's prefetches stay within the last K block", "[x86][listing]") {
+  // The rule (generators.h): in the last K block no iteration prefetches a row past K, and no
+  // iteration that could prefetch within K is left out; other blocks prefetch throughout.
+  for (int64_t K = 17; K <= 600; ++K) {
+    for (int64_t ahead = 1; ahead <= 16; ++ahead) {
+      INFO("K " << K << " rows ahead " << ahead);
+      const DirectPrefetchSteps last = direct_prefetch_steps(K, ahead, true);
+      REQUIRE(last.iterations >= 0);
+      REQUIRE(last.iterations <= K / kDirectUnrollK);
+      REQUIRE_FALSE(last.remainder);
+      if (last.iterations > 0) REQUIRE(last.iterations * kDirectUnrollK - 1 + ahead < K);
+      if (last.iterations < K / kDirectUnrollK)
+        REQUIRE((last.iterations + 1) * kDirectUnrollK - 1 + ahead >= K);
+      const DirectPrefetchSteps inner = direct_prefetch_steps(K, ahead, false);
+      REQUIRE(inner.iterations == K / kDirectUnrollK);
+      REQUIRE(inner.remainder);
+    }
+    const DirectPrefetchSteps none = direct_prefetch_steps(K, 0, true);
+    REQUIRE(none.iterations == 0);
+    REQUIRE_FALSE(none.remainder);
+  }
+  // The kernels follow it: K = 66 in blocks, B's rows 8 ahead, 3 columns (one masked vector).
+  // A middle block's kernel prefetches in its loop (4 k-steps) and its remainder (2); the last
+  // block's in its first loop only: a second loop and the remainder do not.
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    KernelDesc d;
+    d.kind = KernelKind::direct;
+    d.isa = int64_t(isa);
+    d.rows = 4;
+    d.cols = 3;
+    d.K = 66;
+    d.a_rs = 66;
+    d.a_cs = 1;
+    d.b_rs = 1024;
+    d.ldc = 3;
+    d.b_prefetch = 8;
+    auto prefetches = [](const std::string& listing) {
+      int n = 0;
+      for (size_t at = listing.find("prefetcht0"); at != std::string::npos;
+           at = listing.find("prefetcht0", at + 1))
+        ++n;
+      return n;
+    };
+    auto loops = [](const std::string& listing) {
+      int n = 0;
+      for (size_t at = listing.find("dec rbx"); at != std::string::npos;
+           at = listing.find("dec rbx", at + 1))
+        ++n;
+      return n;
+    };
+    d.accumulate = 1;
+    d.last = 0;
+    const std::string& middle = kernel_listing(get_kernel(d));
+    d.last = 1;
+    const std::string& last = kernel_listing(get_kernel(d));
+    INFO(isa_name(isa) << "\n" << middle.substr(0, 3000) << "\n" << last.substr(0, 3000));
+    CHECK(prefetches(middle) == 4 + 2);
+    CHECK(loops(middle) == 1);
+    CHECK(prefetches(last) == 4);
+    CHECK(loops(last) == 2);
   }
 }

@@ -16,7 +16,7 @@ namespace kiln::x86 {
 
 namespace {
 
-constexpr int kUnroll = 4;
+constexpr int kUnroll = kDirectUnrollK;
 constexpr int64_t kFullUnrollK = 16;
 
 int32_t arg(size_t offset) { return static_cast<int32_t>(offset); }
@@ -31,7 +31,8 @@ class DirectGen {
  private:
   void row_block(int mr, int nv_full);
   void tile(int mr, int nv, int last_n);
-  void k_step(int mr, int nv, int last_n, int64_t k, bool looped);
+  // looped: A and B from the K loop's running pointers; prefetch: B's rows b_prefetch ahead.
+  void k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool prefetch);
   // Registers after the accumulators: mr == 1: broadcast, temp, mask; else B vectors, broadcast,
   // mask.
   int mask_reg(int mr, int nv) const { return mr == 1 ? nacc_ + 2 : nacc_ + nv + 1; }
@@ -52,7 +53,7 @@ class DirectGen {
 
 ax::Vec acc_reg(const VecEmitter& v, int nv, int i, int j) { return v.vec(i * nv + j); }
 
-void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped) {
+void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool prefetch) {
   const ax::Gp abase = looped ? ak_ : ai_;
   const int32_t adisp = int32_t(k * d_.a_cs * 4);
   const int32_t bdisp = int32_t(k * d_.b_rs * 4);
@@ -78,7 +79,7 @@ void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped) {
     return;
   }
   // B's lines d_.b_prefetch rows ahead (rows far apart, from L3 or memory: see the skinny path).
-  if (looped && d_.b_prefetch > 0)
+  if (looped && prefetch && d_.b_prefetch > 0)
     for (int j = 0; j < nv; ++j)
       a_.prefetcht0(ax::ptr(bk_, bdisp + int32_t(d_.b_prefetch * d_.b_rs * 4) + j * vl_ * 4));
   for (int j = 0; j < nv; ++j) {
@@ -116,20 +117,27 @@ void DirectGen::tile(int mr, int nv, int last_n) {
   for (int i = 0; i < nacc_; ++i) v_.zero(v_.vec(i));
   const int64_t K = d_.K;
   if (K <= kFullUnrollK) {
-    for (int64_t k = 0; k < K; ++k) k_step(mr, nv, last_n, k, false);
+    for (int64_t k = 0; k < K; ++k) k_step(mr, nv, last_n, k, false, false);
   } else {
     a_.mov(ak_, ai_);
     a_.lea(bk_, ax::ptr(b_, col_));
-    a_.mov(kcnt_, K / kUnroll);
-    asmjit::Label loop = a_.newLabel();
-    a_.align(asmjit::AlignMode::kCode, 16);
-    a_.bind(loop);
-    for (int u = 0; u < kUnroll; ++u) k_step(mr, nv, last_n, u, true);
-    a_.add(ak_, int32_t(kUnroll * d_.a_cs * 4));
-    a_.add(bk_, int32_t(kUnroll * d_.b_rs * 4));
-    a_.dec(kcnt_);
-    a_.jnz(loop);
-    for (int64_t u = 0; u < K % kUnroll; ++u) k_step(mr, nv, last_n, u, true);
+    // The iterations that prefetch, then those that do not (direct_prefetch_steps).
+    const DirectPrefetchSteps pf = direct_prefetch_steps(K, d_.b_prefetch, d_.last != 0);
+    auto k_loop = [&](int64_t iterations, bool prefetch) {
+      if (iterations == 0) return;
+      a_.mov(kcnt_, iterations);
+      asmjit::Label loop = a_.newLabel();
+      a_.align(asmjit::AlignMode::kCode, 16);
+      a_.bind(loop);
+      for (int u = 0; u < kUnroll; ++u) k_step(mr, nv, last_n, u, true, prefetch);
+      a_.add(ak_, int32_t(kUnroll * d_.a_cs * 4));
+      a_.add(bk_, int32_t(kUnroll * d_.b_rs * 4));
+      a_.dec(kcnt_);
+      a_.jnz(loop);
+    };
+    k_loop(pf.iterations, true);
+    k_loop(K / kUnroll - pf.iterations, false);
+    for (int64_t u = 0; u < K % kUnroll; ++u) k_step(mr, nv, last_n, u, true, pf.remainder);
   }
   const ax::Vec t[4] = {v_.vec(nacc_), v_.vec(nacc_ + 1), v_.vec(nacc_ + 2), v_.vec(nacc_ + 3)};
   // With K split into blocks (skinny shapes), C holds the partial sum between blocks. An

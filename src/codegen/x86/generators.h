@@ -6,6 +6,9 @@
 
 #include <asmjit/x86.h>
 
+#include <algorithm>
+#include <cstdint>
+
 namespace kiln::x86 {
 
 // Register-blocked microkernel over packed panels (packed_kernel.cpp).
@@ -24,5 +27,24 @@ struct DirectTiling {
 };
 // rows_cap > 0: at most that many rows per block (KernelDesc::rows_cap).
 DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N, int64_t rows_cap = 0);
+
+// The direct kernel's K loop (K > 16: iterations of kDirectUnrollK k-steps, then K's remainder
+// unrolled) with B's rows prefetched b_prefetch rows ahead: how many of its iterations
+// prefetch. In the last K block (KernelDesc::last) the rows past K are not B's, and prefetches of
+// them (outside B's memory, where a prefetch that misses the TLB can stall: see
+// b_prefetch_offset in blocking.h) are left out: the iterations from the first whose prefetches
+// would reach row K on, and the remainder, do not prefetch. Otherwise every iteration and the
+// remainder prefetch (the next K block's first rows).
+inline constexpr int kDirectUnrollK = 4;
+struct DirectPrefetchSteps {
+  int64_t iterations = 0;  // of the K / kDirectUnrollK iterations, the first this many prefetch
+  bool remainder = false;  // the K % kDirectUnrollK unrolled steps prefetch
+};
+inline DirectPrefetchSteps direct_prefetch_steps(int64_t K, int64_t b_prefetch, bool last_block) {
+  const int64_t iterations = K / kDirectUnrollK;
+  if (b_prefetch <= 0) return {0, false};
+  if (!last_block) return {iterations, true};
+  return {std::clamp<int64_t>((K - b_prefetch) / kDirectUnrollK, 0, iterations), false};
+}
 
 }  // namespace kiln::x86

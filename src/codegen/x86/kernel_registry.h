@@ -41,7 +41,8 @@ struct KernelDesc {
   int64_t has_col_scale = 0;  // a per-column scale (KernelArgs::col_scale), as bias is added
   // dot and stream: one bias (and column scale) value, bias[0], for every output (N = 1)
   int64_t bias_bcast = 0;
-  int64_t b_prefetch = 0;  // direct: B rows ahead prefetched into L1 in the K loop (0: none)
+  int64_t b_prefetch = 0;  // direct: B rows ahead prefetched into L1 in the K loop (0: none;
+                           // none past K in the last block: direct_prefetch_steps)
   int64_t rows_cap = 0;    // direct: at most this many rows per block (0: the tiling's own)
   int64_t cols_outer = 0;  // direct: column tiles outer, row blocks inner (see direct_kernel.cpp)
   int64_t k_align = 0;     // dot: X's loads start on a vector boundary (AVX-512 64 bytes, AVX2
