@@ -226,8 +226,8 @@ std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N, Isa isa
   KILN_CHECK(K >= 0 && N >= 0) << "pack_b of " << K << "x" << N;
   const int64_t NR = packed_nr(isa), npanels = ceil_div(N, NR);
   const size_t bytes = size_t(std::max<int64_t>(npanels * K * NR, 16)) * sizeof(float);
-  std::unique_ptr<float[], PackedB::FreeDeleter> data(
-      static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  std::unique_ptr<float[], PackedB::FreeDeleter> data(static_cast<float*>(
+      std::aligned_alloc(64, (bytes + 63) / 64 * 64 + kPackPrefetchSlackBytes)));
   KILN_CHECK(data != nullptr) << "out of memory packing B (" << bytes << " bytes)";
   for (int64_t jp = 0; jp < npanels; ++jp)
     pack_b_panel(b, K, jp * NR, std::min(NR, N - jp * NR), NR, data.get() + jp * K * NR);

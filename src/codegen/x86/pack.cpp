@@ -386,7 +386,7 @@ float* thread_scratch(ScratchSlot slot, size_t floats) {
   if (buffers.cap[s] < floats) {
     std::free(buffers.ptr[s]);
     const size_t bytes = (std::max<size_t>(floats, 16) * sizeof(float) + 63) / 64 * 64;
-    buffers.ptr[s] = static_cast<float*>(std::aligned_alloc(64, bytes));
+    buffers.ptr[s] = static_cast<float*>(std::aligned_alloc(64, bytes + kPackPrefetchSlackBytes));
     if (!buffers.ptr[s]) throw std::bad_alloc();
     buffers.cap[s] = bytes / sizeof(float);
   }

@@ -27,6 +27,13 @@ void copy_b_rowmajor(const MatrixRef& b, int64_t K, int64_t N, float* dst);
 // C (rows ldc apart; only its first N columns are written).
 void transpose_rows_into(const float* s, int64_t ss, int64_t N, int64_t M, float* c, int64_t ldc);
 
+// Bytes allocated past the end of every packing buffer (the scratch below and a PackedB): the
+// packed kernels prefetch B's panel up to 16 k-steps ahead (2 KiB on AVX-512), past the last
+// panel at its end, and a prefetch outside mapped memory can stall (blocking.h,
+// b_prefetch_offset). AMD Zen 1, one thread, three pairs of processes each: 2048x32x512
+// 1.01-1.04x with the slack, 512x32x512 x.T @ w and 300x40x300 within the noise.
+inline constexpr size_t kPackPrefetchSlackBytes = 4096;
+
 // A 64-byte aligned per-thread buffer of at least `floats` floats; `slot` keeps concurrent uses on
 // one thread apart. Valid until the next call with the same slot on this thread.
 enum class ScratchSlot : int {
