@@ -63,8 +63,7 @@ int64_t packed_nr(Isa isa);
 // up to hundreds of KiB past the panels, outside the buffer; on an AMD Zen 1 under KVM those
 // prefetches stalled the kernels (45% of a profile's samples on the one prefetch). Paired plans,
 // 2 threads, wrapped against not: 512^3 1.34x, 256^3 2.0x, x.T @ w 512x32x512 2.98x and
-// 4096x64x4096 3.48x.
-// Inline: the driver asks once per kernel call.
+// 4096x64x4096 3.48x. Inline: the driver asks once per kernel call.
 inline int64_t b_prefetch_offset(int64_t tile, int64_t kc, int64_t NR) {
   constexpr int64_t kFloatsPerLine = 16;
   const int64_t stretch = kc / kPackedUnrollK * kFloatsPerLine;

@@ -33,9 +33,9 @@ class DirectGen {
   void tile(int mr, int nv, int last_n);
   // looped: A and B from the K loop's running pointers; prefetch: B's rows b_prefetch ahead.
   void k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool prefetch);
-  // Registers after the accumulators: mr == 1: broadcast, temp, mask; else B vectors, broadcast,
-  // mask.
-  int mask_reg(int mr, int nv) const { return mr == 1 ? nacc_ + 2 : nacc_ + nv + 1; }
+  // Registers after the accumulators: mr == 1: broadcast, temp; else B vectors, broadcast. The
+  // epilogue's four temporaries start at the first of them.
+  int regs_used(int mr, int nv) const { return nacc_ + std::max(4, mr == 1 ? 2 : nv + 1); }
 
   ax::Assembler& a_;
   const KernelDesc& d_;
@@ -60,7 +60,6 @@ void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool 
   auto bmem = [&](int j) {
     return looped ? ax::ptr(bk_, bdisp + j * vl_ * 4) : ax::ptr(b_, col_, 0, bdisp + j * vl_ * 4);
   };
-  const ax::Vec mask = v_.vec(mask_reg(mr, nv));  // AVX2 edge mask, loaded once per tile
   if (mr == 1) {
     // GEMV-like: one broadcast of A, B straight from memory into the FMAs.
     const ax::Vec bc = v_.vec(nacc_), tmp = v_.vec(nacc_ + 1);
@@ -72,7 +71,7 @@ void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool 
       } else if (v_.avx512()) {
         a_.k(ax::k1).vfmadd231ps(acc_reg(v_, nv, 0, j), bc, bmem(j));
       } else {
-        a_.vmaskmovps(tmp, mask, bmem(j));
+        v_.load_masked(tmp, bmem(j), last_n);
         a_.vfmadd231ps(acc_reg(v_, nv, 0, j), bc, tmp);
       }
     }
@@ -87,10 +86,8 @@ void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool 
     const bool edge = j == nv - 1 && last_n < vl_;
     if (!edge)
       a_.vmovups(bj, bmem(j));
-    else if (v_.avx512())
-      a_.k(ax::k1).z().vmovups(bj, bmem(j));
     else
-      a_.vmaskmovps(bj, mask, bmem(j));
+      v_.load_masked(bj, bmem(j), last_n);
   }
   const bool embed = v_.avx512() && nv <= 2;
   const ax::Vec bc = v_.vec(nacc_ + nv);
@@ -108,12 +105,8 @@ void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool 
 
 void DirectGen::tile(int mr, int nv, int last_n) {
   nacc_ = mr * nv;
-  KILN_CHECK(nacc_ + 4 <= v_.num_regs() && mask_reg(mr, nv) < v_.num_regs()) << d_.name();
-  v_.set_mask(last_n, ak_);
-  if (!v_.avx512() && last_n < vl_) {
-    // vmaskmovps mask for the K loop; the epilogue reloads it into a temporary.
-    v_.load_lane_mask(v_.vec(mask_reg(mr, nv)), last_n);
-  }
+  KILN_CHECK(regs_used(mr, nv) <= v_.num_regs()) << d_.name();
+  v_.set_mask(last_n, ak_);  // AVX-512's k1; AVX2's edges take xmm moves (VecEmitter)
   for (int i = 0; i < nacc_; ++i) v_.zero(v_.vec(i));
   const int64_t K = d_.K;
   if (K <= kFullUnrollK) {
@@ -293,12 +286,13 @@ DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N, int64_t rows_cap) 
     return t;
   }
   t.vectors = int(std::min<int64_t>(nvec, avx512 ? 4 : 2));
-  // Besides the accumulators: nv B vectors, a broadcast register (AVX-512 with nv <= 2 broadcasts
-  // inside the FMA instead) and the AVX2 edge mask; and at least 4 epilogue temporaries.
+  // Besides the accumulators: nv B vectors and a broadcast register (AVX-512 with nv <= 2
+  // broadcasts inside the FMA instead); and at least 4 epilogue temporaries. (AVX2 kept a register
+  // for an edge mask until its edges took xmm moves; the 4 temporaries bound the same tilings.)
   const int regs = avx512 ? 32 : 16;
   // rows_cap: where A's rows crowd into few L1 sets (gemm_driver.cpp's direct_rows_cap).
   auto rows_for = [&](int nv) {
-    const int others = avx512 ? nv + (nv <= 2 ? 0 : 1) : nv + 2;
+    const int others = avx512 ? nv + (nv <= 2 ? 0 : 1) : nv + 1;
     const int rows = std::min((regs - others) / nv, (regs - 4) / nv);
     return rows_cap > 0 ? int(std::min<int64_t>(rows, rows_cap)) : rows;
   };

@@ -153,8 +153,8 @@ void DotGen::load(const ax::Vec& dst, const ax::Mem& m, int n, Lanes lanes) {
     a_.vmaskmovps(dst, ymask(lanes), m);
   else if (n == vl_)
     a_.vmovups(dst, m);
-  else  // masked lanes zero (AVX-512: the mask is k1; AVX2: loaded into tmp())
-    v_.load_masked(dst, m, n, tmp());
+  else  // masked lanes zero (AVX-512: the mask is k1; AVX2: xmm moves of n floats)
+    v_.load_masked(dst, m, n);
 }
 
 void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx, Lanes lanes) {
@@ -188,10 +188,10 @@ void DotGen::k_step(int rows, int u, int32_t off, int n, bool idx, Lanes lanes) 
     return;
   }
   // K's tail: masked loads (masked-off lanes are zero in both, so they add nothing).
-  const ax::Vec t = tmp(), mask = vin(1 - u);
-  v_.load_masked(v, vm, n, mask);
+  const ax::Vec t = tmp();
+  v_.load_masked(v, vm, n);
   for (int r = 0; r < rows; ++r) {
-    v_.load_masked(t, xmem(r, off, idx), n, mask);
+    v_.load_masked(t, xmem(r, off, idx), n);
     a_.vfmadd231ps(acc(r), v, t);
   }
 }
@@ -247,7 +247,7 @@ void DotGen::align_setup() {
     a_.kmovw(kmask(Lanes::rest2), m);
     return;
   }
-  // AVX2: the mask table's lanes [0, n) start (8 - n) floats in (VecEmitter::mask_mem). The
+  // AVX2: the mask table's lanes [0, n) start (8 - n) floats in (VecEmitter::mask_table). The
   // head's: lanes [0, 8 - h) at hbytes in, inverted.
   a_.vmovdqu(ymask(Lanes::head), v_.mask_table(hbytes_, 0));
   a_.vpcmpeqd(ymask(Lanes::rest2), ymask(Lanes::rest2), ymask(Lanes::rest2));

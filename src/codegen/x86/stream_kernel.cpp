@@ -64,9 +64,9 @@ void StreamGen::update(int rows, int slot, int32_t off, bool edge) {
     return;
   }
   const ax::Vec b = tmp(0), mask = tmp(1);
-  v_.load_masked(y, ax::ptr(yj_, off), last_n_, mask);
+  v_.load_masked(y, ax::ptr(yj_, off), last_n_);
   for (int r = 0; r < rows; ++r) {
-    v_.load_masked(b, ax::ptr(bj_, off + r * brs), last_n_, mask);
+    v_.load_masked(b, ax::ptr(bj_, off + r * brs), last_n_);
     a_.vfmadd231ps(y, bc(r), b);
   }
   v_.store_masked(ax::ptr(yj_, off), y, last_n_, mask);
@@ -116,7 +116,7 @@ void StreamGen::epilogue_pass() {
   e.residual_mem = ax::ptr(res);
   auto one = [&](int n) {
     const ax::Vec y = acc(0);
-    v_.load_masked(y, ax::ptr(yj_), n, t[0]);
+    v_.load_masked(y, ax::ptr(yj_), n);
     v_.epilogue(y, e, n, t);
     v_.store_masked(ax::ptr(yj_), y, n, t[0]);
   };

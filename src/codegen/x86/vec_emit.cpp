@@ -81,10 +81,6 @@ ax::Mem VecEmitter::mask_table(const ax::Gp& index, int32_t disp) const {
   return ax::ptr(const_reg_, index, 0, int32_t(offsetof(ConstTables, masks)) + disp);
 }
 
-ax::Mem VecEmitter::mask_mem(int n) const {
-  return ax::ptr(const_reg_, int32_t(offsetof(ConstTables, masks) + (8 - n) * 4));
-}
-
 void VecEmitter::zero(const ax::Vec& v) {
   if (avx512_)
     a_.vpxord(v, v, v);
@@ -98,14 +94,60 @@ void VecEmitter::set_mask(int n, const ax::Gp& scratch) {
   a_.kmovw(ax::k1, scratch.r32());
 }
 
-void VecEmitter::load_masked(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp) {
+namespace {
+
+// m moved on by `bytes`, its access size left to the instruction.
+ax::Mem plus(ax::Mem m, int32_t bytes) {
+  m.addOffset(bytes);
+  m.setSize(0);
+  return m;
+}
+
+// Lanes [0, n) of x, 1 <= n <= 4, from m; the others zero (a VEX load of an xmm clears the
+// ymm's upper half).
+void load_xmm_lanes(ax::Assembler& a, const ax::Xmm& x, const ax::Mem& m, int n) {
+  if (n == 4) {
+    a.vmovups(x, m);
+  } else if (n == 1) {
+    a.vmovss(x, m);
+  } else {
+    a.vmovsd(x, m);
+    if (n == 3) a.vinsertps(x, x, plus(m, 8), uint8_t(2 << 4));  // lane 2; lane 3 stays zero
+  }
+}
+
+// Lanes [0, n) of x, 1 <= n <= 4, to m.
+void store_xmm_lanes(ax::Assembler& a, const ax::Mem& m, const ax::Xmm& x, int n) {
+  if (n == 4) {
+    a.vmovups(m, x);
+  } else if (n == 1) {
+    a.vmovss(m, x);
+  } else {
+    a.vmovsd(m, x);
+    if (n == 3) a.vextractps(plus(m, 8), x, 2);
+  }
+}
+
+}  // namespace
+
+// AVX2's partial vectors go through xmm moves of exactly their n floats, not vmaskmovps. On an
+// AMD Zen 1 a vmaskmovps store, and a load of 2-4 lanes, cost far more than the moves: one
+// thread, the same kernels but for these moves (KILN_CACHE=off, alternate processes): C's
+// stores 1000x2x2 9.7-10.6 -> 1.9-2.4 us, 469x2x7 8.1-8.5 -> 3.4-4.2 us, 300x3x5 3.4-3.7 ->
+// 1.4-1.9 us; B's edge loads in the direct kernels' K loop, 300xNx100: N = 10 and 12 44.6 ->
+// 26.1 us (N = 16 24.5), N = 9 19.1 either way.
+void VecEmitter::load_masked(const ax::Vec& dst, const ax::Mem& m, int n) {
   if (n >= lanes()) {
     a_.vmovups(dst, m);
   } else if (avx512_) {
     a_.k(ax::k1).z().vmovups(dst, m);
+  } else if (n <= 4) {
+    load_xmm_lanes(a_, dst.xmm(), plus(m, 0), n);
   } else {
-    a_.vmovups(tmp, mask_mem(n));
-    a_.vmaskmovps(dst, tmp, m);
+    // Lanes 4..n-1 into the low half, copied to the high half, then the low half from m.
+    load_xmm_lanes(a_, dst.xmm(), plus(m, 16), n - 4);
+    a_.vinsertf128(dst.ymm(), dst.ymm(), dst.xmm(), 1);
+    a_.vinsertf128(dst.ymm(), dst.ymm(), plus(m, 0), 0);
   }
 }
 
@@ -114,9 +156,13 @@ void VecEmitter::store_masked(const ax::Mem& m, const ax::Vec& src, int n, const
     a_.vmovups(m, src);
   } else if (avx512_) {
     a_.k(ax::k1).vmovups(m, src);
+  } else if (n <= 4) {
+    store_xmm_lanes(a_, plus(m, 0), src.xmm(), n);
   } else {
-    a_.vmovups(tmp, mask_mem(n));
-    a_.vmaskmovps(m, tmp, src);
+    KILN_CHECK(tmp.id() != src.id()) << "store_masked: tmp is the source";
+    a_.vmovups(plus(m, 0), src.xmm());
+    a_.vextractf128(tmp.xmm(), src.ymm(), 1);
+    store_xmm_lanes(a_, plus(m, 16), tmp.xmm(), n - 4);
   }
 }
 
@@ -126,7 +172,7 @@ void VecEmitter::add_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::
   } else if (avx512_) {
     a_.k(ax::k1).vaddps(dst, dst, m);  // merge-masked: masked-off lanes neither load nor fault
   } else {
-    load_masked(tmp, m, n, tmp);
+    load_masked(tmp, m, n);
     a_.vaddps(dst, dst, tmp);
   }
 }
@@ -137,7 +183,7 @@ void VecEmitter::mul_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::
   } else if (avx512_) {
     a_.k(ax::k1).vmulps(dst, dst, m);  // merge-masked, as add_mem
   } else {
-    load_masked(tmp, m, n, tmp);
+    load_masked(tmp, m, n);
     a_.vmulps(dst, dst, tmp);
   }
 }
@@ -266,8 +312,7 @@ void VecEmitter::activation_pass(std::span<const TileItem> items, Activation act
       for (int i = 0; i < 4; ++i) lane.t[i] = vec(r + 1 + std::min(i, per_lane - 2));  // unused
       group_lanes.push_back(lane);  // past act_temps(act)
     }
-    for (size_t l = 0; l < n; ++l)
-      load_masked(group_lanes[l].x, items[g0 + l].c, items[g0 + l].n, mask_tmp);
+    for (size_t l = 0; l < n; ++l) load_masked(group_lanes[l].x, items[g0 + l].c, items[g0 + l].n);
     activation(group_lanes, act);
     for (size_t l = 0; l < n; ++l) {
       residual_mem(residual, group_lanes[l].x, items[g0 + l].residual, items[g0 + l].n, mask_tmp);

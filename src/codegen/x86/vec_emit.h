@@ -1,5 +1,5 @@
 // ISA-neutral helpers the GEMM generators share: vector registers by index, a table of constants
-// addressed from one register, masked loads/stores for edge tiles (AVX-512 k1, AVX2 vmaskmovps)
+// addressed from one register, partial loads/stores for edge tiles (AVX-512 k1, AVX2 xmm moves)
 // and the epilogue (scale, bias, activation, residual) applied to one accumulator in registers.
 #pragma once
 
@@ -72,15 +72,16 @@ class VecEmitter {
   void load_const_base();
   void zero(const ax::Vec& v);
 
-  // Edge-tile masks: lanes [0, n) of a vector. AVX-512 keeps it in k1 (set once per tile);
-  // AVX2 loads it into `tmp` before each masked access.
+  // Edge tiles: lanes [0, n) of a vector. AVX-512 masks them with k1 (set once per tile); AVX2
+  // moves exactly n floats through xmm moves (vec_emit.cpp), no mask needed.
   void set_mask(int n, const ax::Gp& scratch);
-  // AVX2: dst = the vmaskmovps mask of lanes [0, n).
-  void load_lane_mask(const ax::Vec& dst, int n) { a_.vmovups(dst, mask_mem(n)); }
   // The AVX2 mask table (8 lanes set, then 8 clear) at index + disp bytes: lanes [0, n) at
-  // (8 - n) * 4, for an n known only at run time.
+  // (8 - n) * 4, for an n known only at run time (vmaskmovps in the dot kernels).
   ax::Mem mask_table(const ax::Gp& index, int32_t disp) const;
-  void load_masked(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp);
+  // dst = lanes [0, n) of [m], the others zero. Reads only those n floats.
+  void load_masked(const ax::Vec& dst, const ax::Mem& m, int n);
+  // Lanes [0, n) of src to m; writes only those n floats. AVX2 with n > 4 clobbers tmp (which
+  // must not be src).
   void store_masked(const ax::Mem& m, const ax::Vec& src, int n, const ax::Vec& tmp);
   // dst += [m] over `n` lanes (n == lanes(): plain). tmp is clobbered.
   void add_mem(const ax::Vec& dst, const ax::Mem& m, int n, const ax::Vec& tmp);
@@ -135,7 +136,6 @@ class VecEmitter {
 
  private:
   void exp_lanes(std::span<const ActLane> lanes, int zi, int ai, int bi);
-  ax::Mem mask_mem(int n) const;
 
   ax::Assembler& a_;
   bool avx512_;
