@@ -142,20 +142,15 @@ TEST_CASE("x86 direct kernels: B's prefetches stay within the last K block", "[x
     d.b_rs = 1024;
     d.ldc = 3;
     d.b_prefetch = 8;
-    auto prefetches = [](const std::string& listing) {
+    auto count = [](const std::string& listing, const std::string& what) {
       int n = 0;
-      for (size_t at = listing.find("prefetcht0"); at != std::string::npos;
-           at = listing.find("prefetcht0", at + 1))
+      for (size_t at = listing.find(what); at != std::string::npos; at = listing.find(what, at + 1))
         ++n;
       return n;
     };
-    auto loops = [](const std::string& listing) {
-      int n = 0;
-      for (size_t at = listing.find("dec rbx"); at != std::string::npos;
-           at = listing.find("dec rbx", at + 1))
-        ++n;
-      return n;
-    };
+    // The K loops count down rbx.
+    auto prefetches = [&](const std::string& l) { return count(l, "prefetcht0"); };
+    auto loops = [&](const std::string& l) { return count(l, "dec rbx"); };
     d.accumulate = 1;
     d.last = 0;
     const std::string& middle = kernel_listing(get_kernel(d));
