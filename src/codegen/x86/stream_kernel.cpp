@@ -63,13 +63,13 @@ void StreamGen::update(int rows, int slot, int32_t off, bool edge) {
     a_.vmovups(ax::ptr(yj_, off), y);
     return;
   }
-  const ax::Vec b = tmp(0), mask = tmp(1);
+  const ax::Vec b = tmp(0), spare = tmp(1);  // spare: store_masked's temporary
   v_.load_masked(y, ax::ptr(yj_, off), last_n_);
   for (int r = 0; r < rows; ++r) {
     v_.load_masked(b, ax::ptr(bj_, off + r * brs), last_n_);
     a_.vfmadd231ps(y, bc(r), b);
   }
-  v_.store_masked(ax::ptr(yj_, off), y, last_n_, mask);
+  v_.store_masked(ax::ptr(yj_, off), y, last_n_, spare);
 }
 
 void StreamGen::pass(int rows) {
@@ -142,11 +142,11 @@ void StreamGen::emit() {
   v_.set_mask(last_n_, qcnt_);
   // y = 0.
   {
-    const ax::Vec z = acc(0), mask = tmp(1);
+    const ax::Vec z = acc(0), spare = tmp(1);
     v_.zero(z);
     a_.mov(yj_, yb_);
     for (int j = 0; j < full_; ++j) a_.vmovups(ax::ptr(yj_, int32_t(j * vl_ * 4)), z);
-    if (full_ < nvec_) v_.store_masked(ax::ptr(yj_, int32_t(full_ * vl_ * 4)), z, last_n_, mask);
+    if (full_ < nvec_) v_.store_masked(ax::ptr(yj_, int32_t(full_ * vl_ * 4)), z, last_n_, spare);
   }
   const int32_t xs = int32_t(d_.a_cs * 4), brs = int32_t(d_.b_rs * 4);
   asmjit::Label quads = a_.newLabel(), single = a_.newLabel(), singles = a_.newLabel(),

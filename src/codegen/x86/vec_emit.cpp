@@ -131,11 +131,12 @@ void store_xmm_lanes(ax::Assembler& a, const ax::Mem& m, const ax::Xmm& x, int n
 }  // namespace
 
 // AVX2's partial vectors go through xmm moves of exactly their n floats, not vmaskmovps. On an
-// AMD Zen 1 a vmaskmovps store, and a load of 2-4 lanes, cost far more than the moves: one
-// thread, the same kernels but for these moves (KILN_CACHE=off, alternate processes): C's
-// stores 1000x2x2 9.7-10.6 -> 1.9-2.4 us, 469x2x7 8.1-8.5 -> 3.4-4.2 us, 300x3x5 3.4-3.7 ->
-// 1.4-1.9 us; B's edge loads in the direct kernels' K loop, 300xNx100: N = 10 and 12 44.6 ->
-// 26.1 us (N = 16 24.5), N = 9 19.1 either way.
+// AMD Zen 1 a vmaskmovps store, and a masked load of 2 to 5 lanes (not of one), cost far more
+// than the moves: one thread, the same kernels but for these moves (KILN_CACHE=off, alternate
+// processes): C's stores 1000x2x2 9.7-10.6 -> 1.9-2.4 us, 469x2x7 8.1-8.5 -> 3.4-4.2 us,
+// 300x3x5 3.4-3.7 -> 1.4-1.9 us; B's edge loads in the direct kernels' K loop, 300xNx100: N =
+// 10 and 12 44.6 -> 26.1 us (N = 16 24.5), N = 9 19.1 either way; both, N = 13 45 -> 33.4-34.1
+// us.
 void VecEmitter::load_masked(const ax::Vec& dst, const ax::Mem& m, int n) {
   if (n >= lanes()) {
     a_.vmovups(dst, m);
