@@ -114,8 +114,9 @@ TEST_CASE("x86 gemm: GEMV-like layouts read along rows take the dot or stream pa
 
 TEST_CASE("x86 gemm: on cores that split 256-bit ops, x @ W.T takes the dot path from K = 10 M",
           "[x86][gemm][dot]") {
-  // dot_path.cpp (dot_min_k_b_rows): measured on an AMD EPYC Zen 1, AVX2 only; one row from
-  // K = 8. AVX-512 keeps its rule. The rule is checked for both ISAs whatever the host runs.
+  // dot_path.cpp (dot_min_k_b_rows): measured on an AMD EPYC Zen 1, AVX2 only; 2 and 3 rows from
+  // K = 6 M, one row at any K. AVX-512 keeps its rule. The rule is checked for both ISAs whatever
+  // the host runs.
   CacheSizes split;
   split.split_256 = true;
   const CacheSizes whole = CacheSizes{};
@@ -130,14 +131,17 @@ TEST_CASE("x86 gemm: on cores that split 256-bit ops, x @ W.T takes the dot path
     CHECK(b_rows({5, 462, 24}, isa, whole));
     CHECK(b_rows({8, 1000, 79}, isa, split) == avx512);
     CHECK(b_rows({8, 1000, 80}, isa, split));
-    CHECK(b_rows({3, 1000, 29}, isa, split) == avx512);
-    CHECK(b_rows({3, 1000, 30}, isa, split));
-    CHECK(b_rows({1, 1000, 7}, isa, split) == avx512);
-    CHECK(b_rows({1, 1000, 8}, isa, split));
+    CHECK(b_rows({4, 1000, 39}, isa, split) == avx512);
+    CHECK(b_rows({4, 1000, 40}, isa, split));
+    CHECK(b_rows({3, 1000, 17}, isa, split) == avx512);
+    CHECK(b_rows({3, 1000, 18}, isa, split));
+    CHECK(b_rows({2, 1000, 11}, isa, split) == avx512);
+    CHECK(b_rows({2, 1000, 12}, isa, split));
+    CHECK(b_rows({1, 1000, 2}, isa, split));
   }
   // The plans take the direct kernels instead, and run.
   if (isa_supported(Isa::avx2)) {
-    for (Shape s : {Shape{5, 462, 11}, Shape{3, 1000, 29}}) {
+    for (Shape s : {Shape{5, 462, 11}, Shape{3, 1000, 17}}) {
       Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4052, 0);
       CHECK(check_case(c, Isa::avx2, 2, "direct", &split) <= 1.0);
     }

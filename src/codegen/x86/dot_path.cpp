@@ -163,16 +163,18 @@ int64_t dot_min_k(int64_t M, int64_t N, Isa isa) {
 // 0.77x, K = 16 0.98x, K = 32 1.44x; AVX2 (one row of A a pass) from about K = M: 8 rows K = 3
 // 0.58x, K = 8 1.00x, 6 rows K = 4 0.80x, 4 rows K = 4 1.29x.
 // Past 8 rows (AVX2 too, from kDotWideMinCols columns) from K = 8 M.
-// Cores that split 256-bit ops (CacheSizes::split_256): from K = 10 M, one row from K = 8. AMD
-// EPYC Zen 1 (2 vCPUs), paired plans on 2 threads, dot against direct (B copied), x @ W.T:
-// 5x462x11 0.26x, 5x462x44 0.64x, 4x1000x8 0.33x, 4x1000x32 0.87x, 2x1000x16 0.89x, 8x1000x16
-// 0.47x, 8x1000x32 0.75x, 1x1000x4 0.49x; from about 10 M the dot path wins: 2x1000x24 1.22x,
-// 4x1000x40 1.56x, 3x64x32 1.09x, 6x2000x64 1.14x, 8x1000x80 1.18x, 8x64x96 1.09x, 1x1000x8
-// 1.64x (8x1000x64 0.98x, 5x462x66 0.79x, 5x462x88 1.52x). The kernels' per-output reduction
-// is what costs there: plain loads in place of K's masked tail changed nothing measurable.
+// Cores that split 256-bit ops (CacheSizes::split_256): from K = 10 M; 2 and 3 rows from 6 M,
+// one row from any K. AMD EPYC Zen 1 (2 vCPUs), paired plans on 2 threads, dot against direct
+// (B copied), x @ W.T, with AVX2 edges by xmm moves (26e2fee; KILN_CACHE=off): 5x462x11 0.68x,
+// 4x1000x8 0.55x, 4x1000x20 0.92x, 4x1000x32 0.96x, 8x1000x16 0.37x, 8x1000x32 0.51x, 8x64x40
+// 0.77x, 2x1000x4 0.97x, 2x1000x8 0.88x; the dot path wins from 2x1000x12 1.49x, 2x1000x16
+// 1.16x, 2x64x16 1.11x, 3x1000x12 1.03x, 3x1000x24 1.11x, and for one row at every K
+// (1x1000x2 1.56x, 1x1000x4 1.80x, 1x64x4 1.52x). Before those edges (vmaskmovps in both
+// kernels): 2x1000x24 1.22x, 4x1000x40 1.56x, 6x2000x64 1.14x, 8x1000x80 1.18x, 8x64x96 1.09x,
+// 8x1000x64 0.98x, 5x462x66 0.79x, 5x462x88 1.52x.
 int64_t dot_min_k_b_rows(int64_t M, Isa isa, const CacheSizes& caches) {
   if (M > kDotMaxRows) return 8 * M;
-  if (isa != Isa::avx512) return !caches.split_256 ? M : M == 1 ? 8 : 10 * M;
+  if (isa != Isa::avx512) return !caches.split_256 || M == 1 ? M : M <= 3 ? 6 * M : 10 * M;
   return M < 4 ? 2 * M : 4 * M;
 }
 int64_t dot_max_rows(int64_t N, Isa isa) {
