@@ -297,9 +297,10 @@ void VecEmitter::activation_pass(std::span<const TileItem> items, Activation act
                                  int first_reg) {
   const bool masked =
       std::any_of(items.begin(), items.end(), [&](const TileItem& it) { return it.n < lanes(); });
-  // AVX2's masked loads and stores need a register for the mask.
+  // AVX2's partial vectors need a spare register: the residual's partial load goes through it
+  // (residual_mem), and so does the high half of a store of 5-7 lanes (store_masked).
   const int last_reg = num_regs() - (masked && !avx512_ ? 1 : 0);
-  const ax::Vec mask_tmp = vec(num_regs() - 1);
+  const ax::Vec spare = vec(num_regs() - 1);
   const int per_lane = 1 + std::max(1, act_temps(act));
   const size_t group = size_t(std::max(1, (last_reg - first_reg) / per_lane));
   KILN_CHECK(first_reg + per_lane <= last_reg) << "no registers for the activation pass";
@@ -316,8 +317,8 @@ void VecEmitter::activation_pass(std::span<const TileItem> items, Activation act
     for (size_t l = 0; l < n; ++l) load_masked(group_lanes[l].x, items[g0 + l].c, items[g0 + l].n);
     activation(group_lanes, act);
     for (size_t l = 0; l < n; ++l) {
-      residual_mem(residual, group_lanes[l].x, items[g0 + l].residual, items[g0 + l].n, mask_tmp);
-      store_masked(items[g0 + l].c, group_lanes[l].x, items[g0 + l].n, mask_tmp);
+      residual_mem(residual, group_lanes[l].x, items[g0 + l].residual, items[g0 + l].n, spare);
+      store_masked(items[g0 + l].c, group_lanes[l].x, items[g0 + l].n, spare);
     }
   }
 }
