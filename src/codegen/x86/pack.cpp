@@ -220,37 +220,72 @@ __attribute__((target("avx"), always_inline)) inline void transpose8x8(const flo
   for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ds, r[i]);
 }
 
-// Columns [c0, c1) of a transposed B's rows k0 .. k0 + Kr into dst (rows NR apart). Runs of at
-// most 4 floats go 8 at a time through 4x4 transposes in both 128-bit halves (runs c to c + 3 in
-// the low half, c + 4 to c + 7 in the high), each read masked to its Kr floats; longer runs, and
-// the last columns, element by element with the loop over the run unrolled. With the run's length
-// a run-time bound (a loop of 1-7 trips per column) the copy took ~3 cycles a float: 2.5 us of the
-// 2.9 us of 8x1000x3 x @ w.T. Per call, one thread: 8x1000x3 2.9 us -> 2.15 us unrolled -> 1.41
-// us with the transposes, 4x4096x4 10.2 us -> 4.7 us. An 8x8 transpose of masked loads for
-// every short run ran slower than the unrolled copy (8x1000x3 0.79x of OpenBLAS against 0.89x,
-// 23x57x91's last 3 rows of K 0.85x against 1.06x).
+// The first n (1-4) floats at p in an xmm register, the rest zero, by plain moves: on an AMD Zen 1
+// a masked load (vmaskmovps) of them ran 3.7-4.1x slower (copy_short_runs, 462 runs of 3 floats
+// 11 apart: 1.11-1.20 us masked, 0.30-0.32 us so).
+template <int n>
+__attribute__((target("avx"), always_inline)) inline __m128 load_first(const float* p) {
+  static_assert(n >= 1 && n <= 4);
+  if constexpr (n == 1) return _mm_load_ss(p);
+  const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+  if constexpr (n == 2) return two;
+  if constexpr (n == 3) return _mm_insert_ps(two, _mm_load_ss(p + 2), 0x20);
+  if constexpr (n == 4) return _mm_loadu_ps(p);
+}
+
+// The first n (1-4) lanes of v stored to p, and nothing past them (no vmaskmovps: see
+// load_first).
+template <int n>
+__attribute__((target("avx"), always_inline)) inline void store_first(float* p, __m128 v) {
+  static_assert(n >= 1 && n <= 4);
+  if constexpr (n == 4) return _mm_storeu_ps(p, v);
+  if constexpr (n == 1) return _mm_store_ss(p, v);
+  _mm_store_sd(reinterpret_cast<double*>(p), _mm_castps_pd(v));
+  if constexpr (n == 3) _mm_store_ss(p + 2, _mm_movehl_ps(v, v));
+}
+
+// The first n (1-8) lanes of v stored to p, and nothing past them.
+template <int n>
+__attribute__((target("avx"), always_inline)) inline void store_first(float* p, __m256 v) {
+  static_assert(n >= 1 && n <= 8);
+  if constexpr (n == 8) {
+    _mm256_storeu_ps(p, v);
+  } else if constexpr (n > 4) {
+    _mm_storeu_ps(p, _mm256_castps256_ps128(v));
+    store_first<n - 4>(p + 4, _mm256_extractf128_ps(v, 1));
+  } else {
+    store_first<n>(p, _mm256_castps256_ps128(v));
+  }
+}
+
+// Columns [c0, c1) of a transposed B's rows k0 .. k0 + Kr (1-4) into dst (rows NR apart): 8 at a
+// time through 4x4 transposes in both 128-bit halves (runs c to c + 3 in the low half, c + 4 to
+// c + 7 in the high), each run read as its Kr floats (load_first); the last columns (under 8)
+// element by element. With the run's length a run-time bound (a loop of 1-7 trips per column) the
+// copy took ~3 cycles a float: 2.5 us of the 2.9 us of 8x1000x3 x @ w.T. Per call, one thread:
+// 8x1000x3 2.9 us -> 2.15 us unrolled -> 1.41 us with the transposes, 4x4096x4 10.2 us -> 4.7 us.
+// (An 8x8 transpose of masked loads for every short run ran slower than the unrolled copy on the
+// Zen 3: 8x1000x3 0.79x of OpenBLAS against 0.89x. Masked loads are what was slow: see
+// load_first.)
 template <int Kr>
 __attribute__((target("avx"))) void copy_short_runs(const float* base, int64_t cs, int64_t k0,
                                                     int64_t c0, int64_t c1, int64_t NR,
                                                     float* dst) {
+  static_assert(Kr >= 1 && Kr <= 4);
   int64_t c = c0;
-  if constexpr (Kr <= 4) {
-    const __m128i mask = _mm_setr_epi32(-1, Kr > 1 ? -1 : 0, Kr > 2 ? -1 : 0, Kr > 3 ? -1 : 0);
-    for (; c + 8 <= c1; c += 8) {
-      __m256 r[4];
+  for (; c + 8 <= c1; c += 8) {
+    __m256 r[4];
 #pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i)
-        r[i] = _mm256_insertf128_ps(
-            _mm256_castps128_ps256(_mm_maskload_ps(base + (c + i) * cs + k0, mask)),
-            _mm_maskload_ps(base + (c + 4 + i) * cs + k0, mask), 1);
-      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-      float* d = dst + k0 * NR + c;
-      _mm256_storeu_ps(d, _mm256_shuffle_ps(t0, t2, 0x44));
-      if constexpr (Kr > 1) _mm256_storeu_ps(d + NR, _mm256_shuffle_ps(t0, t2, 0xee));
-      if constexpr (Kr > 2) _mm256_storeu_ps(d + 2 * NR, _mm256_shuffle_ps(t1, t3, 0x44));
-      if constexpr (Kr > 3) _mm256_storeu_ps(d + 3 * NR, _mm256_shuffle_ps(t1, t3, 0xee));
-    }
+    for (int i = 0; i < 4; ++i)
+      r[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(load_first<Kr>(base + (c + i) * cs + k0)),
+                                  load_first<Kr>(base + (c + 4 + i) * cs + k0), 1);
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    float* d = dst + k0 * NR + c;
+    _mm256_storeu_ps(d, _mm256_shuffle_ps(t0, t2, 0x44));
+    if constexpr (Kr > 1) _mm256_storeu_ps(d + NR, _mm256_shuffle_ps(t0, t2, 0xee));
+    if constexpr (Kr > 2) _mm256_storeu_ps(d + 2 * NR, _mm256_shuffle_ps(t1, t3, 0x44));
+    if constexpr (Kr > 3) _mm256_storeu_ps(d + 3 * NR, _mm256_shuffle_ps(t1, t3, 0xee));
   }
   for (; c < c1; ++c) {
     const float* s = base + c * cs + k0;
@@ -259,19 +294,18 @@ __attribute__((target("avx"))) void copy_short_runs(const float* base, int64_t c
   }
 }
 
-// The same for a run of Kr in 1-7 floats (what the 8x8 transposes leave of K); none for 0.
+// The same for a run of Kr in 1-7 floats (what the 8x8 transposes leave of K); none for 0. Runs of
+// 5-7 go as their first 4 and the rest: element by element they took twice as long on an AMD
+// Zen 1 (one thread, B of 1000 runs of 5, 6, 7: 2.06, 2.34, 2.84 us -> 0.99, 1.10, 1.60 us).
 void copy_short_runs(int64_t Kr, const float* base, int64_t cs, int64_t k0, int64_t c0, int64_t c1,
                      int64_t NR, float* dst) {
   using Fn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
-  static constexpr Fn kByRun[8] = {nullptr,
-                                   copy_short_runs<1>,
-                                   copy_short_runs<2>,
-                                   copy_short_runs<3>,
-                                   copy_short_runs<4>,
-                                   copy_short_runs<5>,
-                                   copy_short_runs<6>,
-                                   copy_short_runs<7>};
-  if (Kr > 0 && c1 > c0) kByRun[Kr](base, cs, k0, c0, c1, NR, dst);
+  static constexpr Fn kByRun[5] = {nullptr, copy_short_runs<1>, copy_short_runs<2>,
+                                   copy_short_runs<3>, copy_short_runs<4>};
+  if (Kr <= 0 || c1 <= c0) return;
+  // 5-7 floats: their first 4 and the rest, each through the transposes.
+  if (Kr > 4) kByRun[4](base, cs, k0, c0, c1, NR, dst), k0 += 4, Kr -= 4;
+  kByRun[Kr](base, cs, k0, c0, c1, NR, dst);
 }
 
 // A panel of a transposed B (x @ w.T: column c of B is the run base[c * cs ..] along K), nr <= NR
@@ -347,14 +381,15 @@ void copy_b_rowmajor(const MatrixRef& b, int64_t K, int64_t N, float* dst) {
     for (int64_t j = 0; j < N; ++j) dst[k * N + j] = b.data[k * b.row_stride + j * b.col_stride];
 }
 
-__attribute__((target("avx"))) void transpose_rows_into(const float* s, int64_t ss, int64_t N,
-                                                        int64_t M, float* c, int64_t ldc) {
-  KILN_CHECK(N >= 1 && N <= 8) << "transpose_rows_into takes 1-8 rows, not " << N;
-  // Eight columns of S a step through the 8x8 transpose, rows past N reading row 0 again; each
-  // of the eight rows of C then stores its first N floats.
-  int32_t lanes[8];
-  for (int j = 0; j < 8; ++j) lanes[j] = j < N ? -1 : 0;
-  const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes));
+namespace {
+
+// transpose_rows_into for N rows of S: C's rows store exactly their N floats (store_first). On
+// an AMD Zen 1 the vmaskmovps stores they replace took ~110 cycles per 8x8 block: 1000 x 2-8
+// transposed in 5.4-5.7 us (1.0-1.45 us so).
+template <int N>
+__attribute__((target("avx"))) void transpose_rows_n(const float* s, int64_t ss, int64_t M,
+                                                     float* c, int64_t ldc) {
+  // Eight columns of S a step through the 8x8 transpose, rows past N reading row 0 again.
   int64_t i = 0;
   for (; i + 8 <= M; i += 8) {
     __m256 r[8];
@@ -362,10 +397,21 @@ __attribute__((target("avx"))) void transpose_rows_into(const float* s, int64_t 
     for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(s + (j < N ? j : 0) * ss + i);
     transpose8x8_regs(r);
 #pragma GCC unroll 8
-    for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(c + (i + q) * ldc, mask, r[q]);
+    for (int q = 0; q < 8; ++q) store_first<N>(c + (i + q) * ldc, r[q]);
   }
   for (; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = s[j * ss + i];
+}
+
+}  // namespace
+
+void transpose_rows_into(const float* s, int64_t ss, int64_t N, int64_t M, float* c, int64_t ldc) {
+  KILN_CHECK(N >= 1 && N <= 8) << "transpose_rows_into takes 1-8 rows, not " << N;
+  using Fn = void (*)(const float*, int64_t, int64_t, float*, int64_t);
+  static constexpr Fn kByRows[8] = {transpose_rows_n<1>, transpose_rows_n<2>, transpose_rows_n<3>,
+                                    transpose_rows_n<4>, transpose_rows_n<5>, transpose_rows_n<6>,
+                                    transpose_rows_n<7>, transpose_rows_n<8>};
+  kByRows[N - 1](s, ss, M, c, ldc);
 }
 
 namespace {
