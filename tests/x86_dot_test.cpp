@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <initializer_list>
 #include <span>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <set>
 #include <regex>
 #include <string>
@@ -490,6 +492,18 @@ TEST_CASE("x86 gemm: dot kernels for both ISAs generate on any host", "[x86][gem
   CHECK(lk2.find("vtestps ymm11, ymm11") != std::string::npos);
   CHECK(lk2.find("vmaskmovps ymm12, ymm14") != std::string::npos);
   CHECK(lk2.find("[rsp+64]") != std::string::npos);
+  // ... and, where both vectors sit whole vectors apart (a_rs 304), the same steps as aligned
+  // loads ANDed with the masks, taken at run time by the flag at [rsp+96] (X and v on
+  // boundaries together); not where the second vector would sit off them (a_rs 300).
+  CHECK(lk2.find("vandps ymm12, ymm14, [") != std::string::npos);
+  CHECK(lk2.find("vandps ymm12, ymm11, [") != std::string::npos);
+  CHECK(lk2.find("dword ptr [rsp+96]") != std::string::npos);
+  dk.a_rs = 300;
+  const std::string& lk3 = kernel_listing(get_kernel(dk));
+  INFO("k_align, AVX2, a_rs 300\n" << lk3.substr(0, 3000));
+  CHECK(lk3.find("vmaskmovps ymm12, ymm14") != std::string::npos);
+  CHECK(lk3.find("vandps ymm12, ymm14, [") == std::string::npos);
+  CHECK(lk3.find("[rsp+96]") == std::string::npos);
   d.rows = 5;
   CHECK_THROWS(get_kernel(d));
   // AVX2: two vectors in groups of four rows (ymm8-9 the rows, ymm12-13 the vectors); no more.
@@ -776,6 +790,97 @@ TEST_CASE("x86 gemm: the dot path's kernels align X's loads at run time (k_align
           CHECK(path_taken(*plan, c, pool2()) == "dot");
           CHECK(worst_on_every_pool(*plan, c) <= 1.0);
           ++variant;
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// `floats` floats between two inaccessible pages (PROT_NONE), at the start of the mapped body or
+// ending at its end.
+class GuardedFloats {
+ public:
+  GuardedFloats(int64_t floats, bool at_end) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const size_t body = (size_t(floats) * 4 + page - 1) / page * page;
+    len_ = body + 2 * page;
+    void* m = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(m != MAP_FAILED);
+    base_ = static_cast<char*>(m);
+    mprotect(base_, page, PROT_NONE);
+    mprotect(base_ + page + body, page, PROT_NONE);
+    data_ = reinterpret_cast<float*>(base_ + page + (at_end ? body - size_t(floats) * 4 : 0));
+  }
+  GuardedFloats(const GuardedFloats&) = delete;
+  GuardedFloats& operator=(const GuardedFloats&) = delete;
+  ~GuardedFloats() { munmap(base_, len_); }
+  float* data() const { return data_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t len_ = 0;
+  float* data_ = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("x86 gemm: AVX2 k_align's ANDed steps stay within their floats' pages",
+          "[x86][gemm][dot]") {
+  // x @ W.T on AVX2 with k_align: where X and v sit the same distance off a 32-byte boundary the
+  // masked steps load whole aligned vectors and AND them with their masks (dot_kernel.cpp,
+  // and_steps_), reading past the floats they need but never past the aligned vector that holds
+  // one of them. W against an inaccessible page at its start or its end, v against one too, at
+  // every distance 0-7 floats off a boundary; v as far off as W (the ANDed steps) or not (masked
+  // loads, unaligned: an ANDed load there would cross into the guard page and fault). K of 300
+  // (W's rows 304 apart: the head and both steps after the whole vectors) and of 1029 (one row).
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX2+FMA; AVX2 dot kernels not run\n");
+    return;
+  }
+  struct Form {
+    int64_t N, K, rs;
+  };
+  for (const Form f : {Form{24, 300, 304}, Form{1, 1029, 1029}}) {
+    for (int w_shift = 0; w_shift < 8; ++w_shift) {
+      for (int v_further : {0, 3}) {
+        for (bool at_end : {false, true}) {
+          const int v_shift = (w_shift + v_further) % 8;
+          // The floats' extent, and the floats after them (at a page's end) or before them (at
+          // its start) that put them `shift` floats past a boundary.
+          const int64_t w_floats = (f.N - 1) * f.rs + f.K, v_floats = f.K;
+          const int64_t w_pad = at_end ? ((-(w_floats + w_shift)) % 8 + 8) % 8 : w_shift;
+          const int64_t v_pad = at_end ? ((-(v_floats + v_shift)) % 8 + 8) % 8 : v_shift;
+          GuardedFloats w(w_floats + w_pad, at_end), v(v_floats + v_pad, at_end);
+          float* W = at_end ? w.data() : w.data() + w_pad;
+          float* V = at_end ? v.data() : v.data() + v_pad;
+          REQUIRE(uintptr_t(W) / 4 % 8 == uintptr_t(w_shift));
+          REQUIRE(uintptr_t(V) / 4 % 8 == uintptr_t(v_shift));
+          for (int64_t i = 0; i < w_floats; ++i) W[i] = float((i * 7 + 3) % 23) / 23 - 0.5f;
+          for (int64_t k = 0; k < f.K; ++k) V[k] = float((k * 5 + 1) % 19) / 19 - 0.5f;
+          std::vector<float> c(size_t(f.N), -7.0f);
+          GemmProblem p;
+          p.M = 1, p.N = f.N, p.K = f.K;
+          p.a = MatrixRef{V, f.K, 1};
+          p.b = MatrixRef{W, 1, f.rs};
+          p.c = c.data();
+          p.ldc = f.N;
+          auto plan = GemmPlan::make(p, Isa::avx2, 1);
+          bool ka = false;
+          for (const auto& k : plan->kernels()) ka |= k.name.find("_ka") != std::string::npos;
+          INFO(f.N << "x" << f.K << ", W " << w_shift << " floats off a boundary, v " << v_shift
+                   << (at_end ? ", both ending at a page's end" : ", both at a page's start"));
+          CHECK(ka);
+          plan->run(p, pool2());
+          for (int64_t j = 0; j < f.N; ++j) {
+            double want = 0, mag = 0;
+            for (int64_t k = 0; k < f.K; ++k) {
+              want += double(V[k]) * W[j * f.rs + k];
+              mag += std::abs(double(V[k]) * W[j * f.rs + k]);
+            }
+            CHECK(std::abs(c[size_t(j)] - want) <= 1e-5 * mag + 1e-6);
+          }
         }
       }
     }
