@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "codegen/x86/cpu_info.h"
 #include "codegen/x86/gemm.h"
 #include "codegen/x86/gemm_plan.h"
 #include "codegen/x86/pack.h"
@@ -20,12 +21,19 @@ using namespace kiln::x86::testing;
 namespace {
 
 // Whether the plan for s (A transposed, B row-major) runs the transposed problem: its kernels
-// are then over N rows of M columns ("_M<N>N<chunk>").
-bool takes_transposed(Shape s, Isa isa, int threads = 2, Layout la = Layout::transposed) {
+// are then over N rows of M columns ("_M<N>N<chunk>"). On a machine of `caches`: the host's,
+// whether its cores split 256-bit ops or not (split_256), unless said.
+CacheSizes host_caches(bool split_256) {
+  CacheSizes c = host_cpu().caches;
+  c.split_256 = split_256;
+  return c;
+}
+bool takes_transposed(Shape s, Isa isa, int threads = 2, Layout la = Layout::transposed,
+                      const CacheSizes& caches = host_caches(false)) {
   Case c(s, la, Layout::row_major, EpiKind{}, 9000);
   const std::string prefix =
       std::string("direct_") + isa_name(isa) + "_M" + std::to_string(s.N) + "N";
-  for (const KernelInfo& k : GemmPlan::make(c.problem(), isa, threads)->kernels())
+  for (const KernelInfo& k : GemmPlan::make(c.problem(), isa, threads, false, caches)->kernels())
     if (k.name.rfind(prefix, 0) != 0) return false;
   return true;
 }
@@ -53,6 +61,22 @@ TEST_CASE("x86 gemm: x.T @ w with 2-8 columns runs as its transpose", "[x86][gem
   CHECK(takes_transposed({103, 4, 64}, Isa::avx2));
   CHECK_FALSE(takes_transposed({1000, 4, 64}, Isa::avx2));
   CHECK_FALSE(takes_transposed({768, 5, 512}, Isa::avx2));
+  // Cores that split 256-bit ops, AVX2: up to 4 columns from K 8 at any M past half a vector,
+  // 5-8 from K 64 past a whole vector of rows (the transposed problem must not come back).
+  const CacheSizes split = host_caches(true);
+  const Layout at = Layout::transposed;
+  CHECK(takes_transposed({1000, 4, 64}, Isa::avx2, 2, at, split));
+  CHECK(takes_transposed({1000, 2, 8}, Isa::avx2, 2, at, split));
+  CHECK(takes_transposed({768, 5, 512}, Isa::avx2, 2, at, split));
+  CHECK(takes_transposed({300, 7, 300}, Isa::avx2, 2, at, split));
+  CHECK(takes_transposed({9, 8, 64}, Isa::avx2, 1, at, split));
+  CHECK_FALSE(takes_transposed({1000, 2, 7}, Isa::avx2, 2, at, split));
+  CHECK_FALSE(takes_transposed({1000, 8, 63}, Isa::avx2, 2, at, split));
+  CHECK_FALSE(takes_transposed({8, 5, 1000}, Isa::avx2, 2, at, split));
+  CHECK_FALSE(takes_transposed({1000, 9, 1000}, Isa::avx2, 2, at, split));
+  CHECK_FALSE(takes_transposed({4, 3, 1000}, Isa::avx2, 2, at, split));
+  // ... AVX-512 keeps its rule there.
+  CHECK_FALSE(takes_transposed({1000, 5, 64}, Isa::avx512, 2, at, split));
   // A's rows as runs (not transposed), or A strided both ways: not this path.
   CHECK_FALSE(takes_transposed({768, 4, 128}, Isa::avx512, 2, Layout::row_major));
   CHECK_FALSE(takes_transposed({768, 4, 128}, Isa::avx512, 2, Layout::strided));
@@ -113,29 +137,34 @@ TEST_CASE("x86 gemm: x.T @ w run as its transpose matches the reference",
                               Layout::padded, Layout::reversed_rows};
   int variant = 0;
   for (Isa isa : supported_isas()) {
-    int taken = 0;
-    for (const Shape& s : shapes) {
-      if (2 * s.N > isa_lanes(isa)) continue;
-      for (int threads : {1, 2}) {
-        const Layout la = a_layouts[variant % 2], lb = b_layouts[variant / 2 % 5];
-        EpiKind e = kEpilogueCycle[variant % 4];
-        e.col_scale = variant % 3 == 0;
-        Case c(s, la, lb, e, uint32_t(9100 + variant));
-        auto plan = GemmPlan::make(c.problem(), isa, threads);
-        const std::string first = plan->kernels()[0].name;
-        taken +=
-            first.rfind(std::string("direct_") + isa_name(isa) + "_M" + std::to_string(s.N) + "N",
-                        0) == 0;
-        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
-                           << " A " << layout_name(la) << " B " << layout_name(lb) << " variant "
-                           << variant << " first kernel " << first);
-        CHECK(worst_on_every_pool(*plan, c) <= 1.0);
-        ++variant;
+    // On cores that split 256-bit ops AVX2 takes up to 8 columns.
+    for (bool split : {false, true}) {
+      if (split && isa != Isa::avx2) continue;
+      int taken = 0;
+      for (const Shape& s : shapes) {
+        if (2 * s.N > isa_lanes(isa) && !split) continue;
+        for (int threads : {1, 2}) {
+          const Layout la = a_layouts[variant % 2], lb = b_layouts[variant / 2 % 5];
+          EpiKind e = kEpilogueCycle[variant % 4];
+          e.col_scale = variant % 3 == 0;
+          Case c(s, la, lb, e, uint32_t(9100 + variant));
+          auto plan = GemmPlan::make(c.problem(), isa, threads, false, host_caches(split));
+          const std::string first = plan->kernels()[0].name;
+          taken +=
+              first.rfind(std::string("direct_") + isa_name(isa) + "_M" + std::to_string(s.N) + "N",
+                          0) == 0;
+          INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " threads " << threads
+                             << " A " << layout_name(la) << " B " << layout_name(lb) << " variant "
+                             << variant << " first kernel " << first);
+          CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+          ++variant;
+        }
       }
+      // Only 100x5x64 (129 rows or fewer: taken) and AVX2's 3-4 columns with K under 128 past 128
+      // rows keep their plan; on split cores, none.
+      std::printf("%s%s: %d plans run as the transpose\n", isa_name(isa),
+                  split ? " (cores that split 256-bit ops)" : "", taken);
+      CHECK(taken >= (isa == Isa::avx512 ? 20 : split ? 20 : 8));
     }
-    // Only 100x5x64 (129 rows or fewer: taken) and AVX2's 3-4 columns with K under 128 past 128
-    // rows keep their plan.
-    std::printf("%s: %d plans run as the transpose\n", isa_name(isa), taken);
-    CHECK(taken >= (isa == Isa::avx512 ? 20 : 8));
   }
 }

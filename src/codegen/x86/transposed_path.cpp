@@ -29,6 +29,19 @@ namespace {
 // 200x8x200, 300x7x300, 1000x8x128). So: 2 columns (one is column_as_row's, stream_path.cpp)
 // up to half a vector; up to a quarter of a vector from kTransposedMinK, more from
 // kTransposedLongK or up to kTransposedFewRows rows; M x K at least kTransposedMinWork.
+// On cores that split 256-bit ops (CacheSizes::split_256; AVX2) the other paths' half-empty
+// vectors cost more, and since C's copies and B's short runs move by xmm moves (pack.cpp) the
+// transposes cost less: up to 4 columns from kSplitTransposedMinK, 5-8 from
+// kSplitTransposedWideMinK (M past a whole vector). AMD EPYC Zen 1, 2 vCPUs, paired plans on 2
+// threads against the plans the rule above makes, KILN_CACHE=off: 1000x2x8 1.86x, 1000x3x8
+// 1.51x, 500x3x8 1.50x, 2000x4x16 1.35x, 1000x4x32 1.49x, 1000x4x64 1.93x, 1000x3x64 2.32x;
+// 1000x5x64 1.80x, 1000x5x100 2.71x, 100x5x64 2.00x, 1000x6x64 1.55x, 200x6x100 1.43x, 300x7x300
+// 1.99x, 2000x8x64 1.81x, 1000x8x64 1.10x, 1000x8x128 1.96x, 1000x8x256 2.35x, 300x8x300 1.84x,
+// 400x8x200 1.82x, 64x8x64 1.11x, 150x8x64 1.07x, 200x8x300 1.07x, 100x8x64 1.05x, but 250x8x200
+// 0.98x and 200x8x200 0.93-0.95x. Shorter K: 1000x2x4 1.31x, 300x3x6 1.26x, 1000x4x4 0.98x;
+// 500x7x50 1.06x, 1000x8x32 0.96x, 1000x6x16 0.77x.
+constexpr int64_t kSplitTransposedMinK = 8;
+constexpr int64_t kSplitTransposedWideMinK = 64;
 constexpr int64_t kTransposedMinCols = 2;
 constexpr int64_t kTransposedMinK = 16;
 constexpr int64_t kTransposedLongK = 128;
@@ -53,10 +66,18 @@ bool GemmPlan::Impl::plan_transposed(const GemmProblem& p, const KernelDesc& bas
   const int64_t lanes = isa_lanes(isa);
   // (M past half a vector: the transposed problem, its A now B's, does not come back here.)
   if (p.dynamic_m || p.dynamic_nk || p.a.row_stride != 1 || p.a.col_stride == 1 ||
-      p.N < kTransposedMinCols || 2 * p.N > lanes || 2 * p.M <= lanes || p.K < kTransposedMinK ||
-      p.M * p.K < kTransposedMinWork)
+      p.N < kTransposedMinCols || p.N > lanes || 2 * p.M <= lanes || p.M * p.K < kTransposedMinWork)
     return false;
-  if (4 * p.N > lanes && p.K < kTransposedLongK && p.M > kTransposedFewRows) return false;
+  if (caches.split_256 && isa == Isa::avx2) {
+    // Past half a vector of columns, M past a whole vector: the transposed problem (M' = N) must
+    // not come back here.
+    const bool wide = 2 * p.N > lanes;
+    if (p.K < (wide ? kSplitTransposedWideMinK : kSplitTransposedMinK) || (wide && p.M <= lanes))
+      return false;
+  } else {
+    if (2 * p.N > lanes || p.K < kTransposedMinK) return false;
+    if (4 * p.N > lanes && p.K < kTransposedLongK && p.M > kTransposedFewRows) return false;
+  }
   // The epilogue's kernel reads C at its own strides, with no K steps (A's and B's are unread).
   if (base.has_epilogue() && !direct_disp_fits(p, p.M, p.N, p.N)) return false;
   path = Path::transposed;
