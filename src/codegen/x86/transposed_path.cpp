@@ -64,7 +64,8 @@ GemmProblem transposed_of(const GemmProblem& p, float* s) {
 bool GemmPlan::Impl::plan_transposed(const GemmProblem& p, const KernelDesc& base, int threads,
                                      const CacheSizes& caches) {
   const int64_t lanes = isa_lanes(isa);
-  // (M past half a vector: the transposed problem, its A now B's, does not come back here.)
+  // (M past half a vector, and past a whole one where N is past half (split-256 cores, below):
+  // the transposed problem, its A now B's and its M our N, does not come back here.)
   if (p.dynamic_m || p.dynamic_nk || p.a.row_stride != 1 || p.a.col_stride == 1 ||
       p.N < kTransposedMinCols || p.N > lanes || 2 * p.M <= lanes || p.M * p.K < kTransposedMinWork)
     return false;
