@@ -227,7 +227,8 @@ template <int n>
 __attribute__((target("avx"), always_inline)) inline __m128 load_first(const float* p) {
   static_assert(n >= 1 && n <= 4);
   if constexpr (n == 1) return _mm_load_ss(p);
-  const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+  // (An 8-byte load that needs no alignment: p may sit 4 bytes off 8.)
+  const __m128 two = _mm_castsi128_ps(_mm_loadu_si64(p));
   if constexpr (n == 2) return two;
   if constexpr (n == 3) return _mm_insert_ps(two, _mm_load_ss(p + 2), 0x20);
   if constexpr (n == 4) return _mm_loadu_ps(p);
@@ -240,7 +241,7 @@ __attribute__((target("avx"), always_inline)) inline void store_first(float* p, 
   static_assert(n >= 1 && n <= 4);
   if constexpr (n == 4) return _mm_storeu_ps(p, v);
   if constexpr (n == 1) return _mm_store_ss(p, v);
-  _mm_store_sd(reinterpret_cast<double*>(p), _mm_castps_pd(v));
+  _mm_storeu_si64(p, _mm_castps_si128(v));
   if constexpr (n == 3) _mm_store_ss(p + 2, _mm_movehl_ps(v, v));
 }
 
