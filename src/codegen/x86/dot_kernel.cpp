@@ -147,6 +147,8 @@ class DotGen {
   // ANDed in alternate processes: 1x256x256 x @ W.T 6.8 -> 4.8 us, 1x1000x1000 94-107 -> 84-87
   // us, 1x1024x1024 116-124 -> 103-108 us; 1x4096x1024 (from memory) within the noise. Vectors
   // other than the first sit a_rs floats further: only where that keeps them on boundaries.
+  // Where the flag says X and v sit at different distances there is no head, and the steps
+  // after the whole vectors load K's last floats by xmm moves: such a kernel has no vmaskmovps.
   bool and_steps_;
   bool and_masks_ = false;  // the loads being emitted are and_steps_'s ANDed ones
   // args, v, X, out arrive as the call's arguments (KernelFn); xe_/ve_: X's group and v past the
