@@ -91,8 +91,8 @@ class DotGen {
   // whole vectors, from X's address.
   void align_setup();
   // k_align: a masked step (the head, or the second after the whole vectors; with and_steps_
-  // the first too), skipped where its mask is empty; with and_steps_, ANDed or masked loads as
-  // kAlignedFlag says.
+  // the first too), skipped where its mask is empty; with and_steps_, ANDed loads or K's last
+  // floats by xmm moves, as kAlignedFlag says.
   void masked_step(int rows, int32_t off, bool idx, Lanes lanes);
   // k_align's masks: AVX-512 k2-k4, AVX2 ymm11, ymm14, ymm15.
   ax::KReg kmask(Lanes l) const { return ax::KReg(ax::k2.id() + uint32_t(l) - 1); }
