@@ -833,9 +833,10 @@ TEST_CASE("x86 gemm: AVX2 k_align's ANDed steps stay within their floats' pages"
   // masked steps load whole aligned vectors and AND them with their masks (dot_kernel.cpp,
   // and_steps_), reading past the floats they need but never past the aligned vector that holds
   // one of them. W against an inaccessible page at its start or its end, v against one too, at
-  // every distance 0-7 floats off a boundary; v as far off as W (the ANDed steps) or not (masked
-  // loads, unaligned: an ANDed load there would cross into the guard page and fault). K of 300
-  // (W's rows 304 apart: the head and both steps after the whole vectors) and of 1029 (one row).
+  // every distance 0-7 floats off a boundary; v as far off as W (the ANDed steps) or not (K's
+  // last floats by xmm moves: an ANDed load there, unaligned, would cross into the guard page and
+  // fault). K of 300 (W's rows 304 apart: the head and both steps after the whole vectors) and
+  // of 1029 (one row).
   if (!isa_supported(Isa::avx2)) {
     std::printf("SKIPPED: this CPU has no AVX2+FMA; AVX2 dot kernels not run\n");
     return;
