@@ -26,7 +26,9 @@
 // reloaded from the stack for each group (the epilogue's temporaries take them). A
 // weight from malloc or NumPy sits 16 bytes off a line: every 64-byte load of it split in two,
 // every other 32-byte one. v must sit as far off a boundary as X (else h = 0; run_dot copies v
-// there, dot_path.cpp).
+// there, dot_path.cpp). AVX2 masked steps load under the masks by vmaskmovps only where a second
+// vector sits off a whole vector from the first; elsewhere aligned loads ANDed with the masks, or
+// K's last floats by xmm moves where there is no head (DotGen::and_steps_).
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"

@@ -76,7 +76,8 @@ class VecEmitter {
   // moves exactly n floats through xmm moves (vec_emit.cpp), no mask needed.
   void set_mask(int n, const ax::Gp& scratch);
   // The AVX2 mask table (8 lanes set, then 8 clear) at index + disp bytes: lanes [0, n) at
-  // (8 - n) * 4, for an n known only at run time (vmaskmovps in the dot kernels).
+  // (8 - n) * 4, for an n known only at run time (the dot kernels' k_align masks: vmaskmovps,
+  // vtestps, and ANDs with aligned loads).
   ax::Mem mask_table(const ax::Gp& index, int32_t disp) const;
   // dst = lanes [0, n) of [m], the others zero. Reads only those n floats.
   void load_masked(const ax::Vec& dst, const ax::Mem& m, int n);
