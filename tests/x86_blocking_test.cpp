@@ -142,6 +142,25 @@ TEST_CASE("x86 blocking: the KC rules pick what was measured best on each machin
     CHECK(wider.KC == 512);
   }
   CHECK(packed_blocking(48, 4096, 1024, Isa::avx512, 2, false, kZen5.caches).KC == 512);
+  // On the Zen 1 with B prepacked: K blocks of up to 1024 and one MC block while the task's A
+  // block is within four L2s (1000^3 on 2 threads: 504 rows, 1.9 MiB), not past them (1024^3:
+  // 516 rows, 2.0 MiB), nor with B packed per call, nor on the Zen 3.
+  for (const Shape& s : {Shape{128, 4096, 1024}, Shape{1000, 1000, 1000}, Shape{128, 4096, 1100}}) {
+    INFO(s.M << "x" << s.N << "x" << s.K);
+    const PackedBlocking pre = packed_blocking(s.M, s.N, s.K, Isa::avx2, 2, true, kZen1.caches);
+    CHECK(pre.kc_rule == KcRule::split256_prepacked);
+    CHECK(pre.KC == (s.K == 1100 ? 552 : s.K));
+    CHECK(pre.a_once);
+    CHECK(packed_blocking(s.M, s.N, s.K, Isa::avx2, 2, false, kZen1.caches).KC <= 288);
+    CHECK(packed_blocking(s.M, s.N, s.K, Isa::avx2, 2, true, kZen3.caches).kc_rule !=
+          KcRule::split256_prepacked);
+  }
+  const PackedBlocking past = packed_blocking(1024, 1024, 1024, Isa::avx2, 2, true, kZen1.caches);
+  CHECK(past.kc_rule != KcRule::split256_prepacked);
+  CHECK(past.KC <= 288);
+  // Few enough rows for short_k_1024: that rule, as before.
+  CHECK(packed_blocking(16, 4096, 1024, Isa::avx2, 2, true, kZen1.caches).kc_rule ==
+        KcRule::short_k_1024);
 }
 
 TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cache shares",
@@ -175,9 +194,16 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
                 REQUIRE(b.npc >= 1);
                 REQUIRE(b.npc * b.KC >= K);
                 REQUIRE((b.npc - 1) * b.KC < std::max<int64_t>(K, 1));  // no empty K block
-                REQUIRE(b.KC <= (b.kc_rule == KcRule::long_k || b.kc_rule == KcRule::short_k_1024
+                REQUIRE(b.KC <= (b.kc_rule == KcRule::long_k || b.kc_rule == KcRule::short_k_1024 ||
+                                         b.kc_rule == KcRule::split256_prepacked
                                      ? 1024
                                      : 512));
+                if (b.kc_rule == KcRule::split256_prepacked) {
+                  REQUIRE(m.caches.split_256);
+                  REQUIRE(prepacked);
+                  REQUIRE(b.a_once);
+                  REQUIRE(b.MC * b.KC * 4 <= 4 * m.caches.l2_bytes);
+                }
                 if (b.kc_rule == KcRule::few_rows) REQUIRE(b.KC >= 64);
                 REQUIRE(b.MC >= b.MR);
                 REQUIRE(b.MC % b.MR == 0);
@@ -189,7 +215,8 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
                     b.kc_rule == KcRule::long_k                                      ? 8
                     : b.kc_rule == KcRule::standard || b.kc_rule == KcRule::few_rows ? 4
                                                                                      : 3;
-                if (b.MC > b.MR) REQUIRE(b.MC * b.KC * 4 <= m.caches.l2_bytes / share);
+                if (b.MC > b.MR && b.kc_rule != KcRule::split256_prepacked)
+                  REQUIRE(b.MC * b.KC * 4 <= m.caches.l2_bytes / share);
               }
             }
           }
@@ -207,10 +234,13 @@ TEST_CASE("x86 blocking: every micro-panel prefetches a stretch within the next 
       const int64_t panel = kc * NR;                     // floats
       const int64_t stretch = kc / kPackedUnrollK * 16;  // a line per unrolled K iteration
       std::set<int64_t> starts;
+      // The driver's walk (BPrefetchWalk) gives the same offsets without dividing.
+      BPrefetchWalk walk(kc, NR);
       // Up to 512 micro-panels of a tall block (MC up to 3000 rows).
-      for (int64_t tile = 0; tile < 512; ++tile) {
+      for (int64_t tile = 0; tile < 512; ++tile, walk.next()) {
         const int64_t at = b_prefetch_offset(tile, kc, NR);
         INFO(isa_name(isa) << " kc " << kc << " micro-panel " << tile << " offset " << at);
+        REQUIRE(walk.offset() == at);
         REQUIRE(at >= 0);
         REQUIRE(at + stretch <= panel);
         starts.insert(at);
@@ -264,6 +294,7 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
     CHECK(rules_seen.count(KcRule::one_block));
     CHECK(rules_seen.count(KcRule::short_k_1024));  // Xeon, 128x1100x1030, prepacked
     CHECK(rules_seen.count(KcRule::few_rows));
+    CHECK(rules_seen.count(KcRule::split256_prepacked));  // Zen 1, prepacked
   }
 }
 

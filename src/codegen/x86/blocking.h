@@ -27,7 +27,14 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 // Which rule set KC (see packed_blocking's comments for what each was measured against).
-enum class KcRule : uint8_t { standard, long_k, short_k_1024, one_block, few_rows };
+enum class KcRule : uint8_t {
+  standard,
+  long_k,
+  short_k_1024,
+  one_block,
+  few_rows,
+  split256_prepacked
+};
 const char* kc_rule_name(KcRule r);
 
 struct PackedBlocking {
@@ -64,12 +71,34 @@ int64_t packed_nr(Isa isa);
 // prefetches stalled the kernels (45% of a profile's samples on the one prefetch). Paired plans,
 // 2 threads, wrapped against not: 512^3 1.34x, 256^3 2.0x, x.T @ w 512x32x512 2.98x and
 // 4096x64x4096 3.48x. Inline: the driver asks once per kernel call.
-inline int64_t b_prefetch_offset(int64_t tile, int64_t kc, int64_t NR) {
+inline int64_t b_prefetch_stretch(int64_t kc) {
   constexpr int64_t kFloatsPerLine = 16;
-  const int64_t stretch = kc / kPackedUnrollK * kFloatsPerLine;
-  if (stretch == 0) return 0;
-  return tile % std::max<int64_t>(1, kc * NR / stretch) * stretch;
+  return kc / kPackedUnrollK * kFloatsPerLine;
 }
+inline int64_t b_prefetch_stretches(int64_t kc, int64_t NR) {
+  const int64_t stretch = b_prefetch_stretch(kc);
+  return stretch == 0 ? 1 : std::max<int64_t>(1, kc * NR / stretch);
+}
+inline int64_t b_prefetch_offset(int64_t tile, int64_t kc, int64_t NR) {
+  return tile % b_prefetch_stretches(kc, NR) * b_prefetch_stretch(kc);
+}
+
+// b_prefetch_offset(tile, kc, NR) for tiles 0, 1, 2, ... in turn: one division a walk, not three
+// a kernel call (64-bit divisions of 14-46 cycles each on a Zen 1; the driver's per-call lambdas
+// held 2.3% of a prepacked 128x4096x1024 Linear's samples).
+class BPrefetchWalk {
+ public:
+  BPrefetchWalk(int64_t kc, int64_t NR)
+      : stretch_(b_prefetch_stretch(kc)), end_(stretch_ * b_prefetch_stretches(kc, NR)) {}
+  int64_t offset() const { return offset_; }
+  void next() {
+    offset_ += stretch_;
+    if (offset_ >= end_) offset_ = 0;
+  }
+
+ private:
+  int64_t stretch_, end_, offset_ = 0;
+};
 
 // M, N >= 1; threads >= 1. Splits K over the threads (tk > 1) where the cost model in
 // blocking.cpp prefers it to a split of M or N.

@@ -121,11 +121,12 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       kern[s.acc][s.last][me][ne]->fn(&args, s.a + ir * s.kc, panel(s, jp), tile(s, ir, jp));
     };
     // Panel jp of s over all its row tiles, each micro-panel prefetching a stretch of the next
-    // panel (b_prefetch_offset).
+    // panel (b_prefetch_offset, walked by BPrefetchWalk).
     auto run_panel = [&](const SharedPanels& s, int64_t jp, bool a_fresh) {
       const float* next = panel(s, jp + 1 < s.jc_end ? jp + 1 : jp);
-      for (int64_t ir = 0; ir < s.mc; ir += MR)
-        call(s, ir, jp, next + b_prefetch_offset(ir / MR, s.kc, NR),
+      BPrefetchWalk prefetch(s.kc, NR);
+      for (int64_t ir = 0; ir < s.mc; ir += MR, prefetch.next())
+        call(s, ir, jp, next + prefetch.offset(),
              ir + MR < s.mc      ? tile(s, ir + MR, jp)
              : jp + 1 < s.jc_end ? tile(s, 0, jp + 1)
                                  : tile(s, ir, jp),
