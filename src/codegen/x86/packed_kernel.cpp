@@ -41,10 +41,21 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   const bool packs_a = d.a_rs > 0;
   auto embed = [&](int i) { return !packs_a && avx512 && (nv == 1 || (nv == 2 && i == mr - 1)); };
   const ax::Gp apack = cbase;  // free until the epilogue loads the constant base
-  const int nbc = nacc + nv + 2 <= v.num_regs() ? 2 : 1;
-  auto acc = [&](int i, int j) { return v.vec(i * nv + j); };
-  auto breg = [&](int j) { return v.vec(nacc + j); };
-  auto bc = [&](int i) { return v.vec(nacc + nv + i % nbc); };
+  // A tile of fewer than kMinChains accumulators waits on the FMA latency (each k-step's FMA into
+  // an accumulator needs the previous one's result): such tiles keep two sets, even k-steps into
+  // one and odd into the other, added together after the K loop. kMinChains is the Zen 1's FMA
+  // latency. AMD EPYC Zen 1, edge tiles alone (kc 256, one call at a time over 22 A micro-panels
+  // and one B panel), ns a call, one set -> two: 1x16 441-512 -> 287-337, 2x16 469-553 ->
+  // 422-503, 1x8 456-502 -> 242-269, 2x8 482-509 -> 264-303, 3x8 445-447 -> 365-369; 4x8 within
+  // the noise (460-542 -> 464-551). Two sets cost more past it: 5x8 551-556 -> 580, 3x16 (6
+  // accumulators) 541-547 -> 553-560. (Intel's 4 x 2 FMAs a cycle would want 8; not measured.)
+  constexpr int kMinChains = 5;
+  const int sets = nacc < kMinChains && 2 * nacc + nv + 2 <= v.num_regs() ? 2 : 1;
+  const int nbc = sets * nacc + nv + 2 <= v.num_regs() ? 2 : 1;
+  auto acc_in = [&](int set, int i, int j) { return v.vec(set * nacc + i * nv + j); };
+  auto acc = [&](int i, int j) { return acc_in(0, i, j); };
+  auto breg = [&](int j) { return v.vec(sets * nacc + j); };
+  auto bc = [&](int i) { return v.vec(sets * nacc + nv + i % nbc); };
 
   // ra, rb and rc arrive holding the call's a, b and c (see KernelFn).
   a.mov(cnt, ax::ptr(args, arg(offsetof(KernelArgs, kc))));
@@ -63,24 +74,24 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
     prefetch_c_row(bias);
     if (i + 1 < mr) a.add(bias, rem);
   }
-  for (int i = 0; i < nacc; ++i) v.zero(v.vec(i));
+  for (int i = 0; i < sets * nacc; ++i) v.zero(v.vec(i));
 
   // B's panel is the streamed operand (too big for L1 at the usual KC, and on a panel's first use
   // it comes from L3): prefetched kBPrefetchSteps k-steps ahead, line by line. Measured on a
   // Xeon (Emerald Rapids): 128x4096x1024 with a prepacked B went from 0.93x to 1.02-1.12x of
   // oneDNN; A's micro-panel (a line every four k-steps) gained nothing from the same.
-  auto body = [&](int u) {
+  auto body = [&](int u, int set) {
     for (int32_t line = 0; line < int32_t(d.NR * 4); line += 64)  // AVX2's 16-float row is one
       a.prefetcht0(ax::ptr(rb, int32_t((kBPrefetchSteps + u) * d.NR * 4) + line));
     for (int j = 0; j < nv; ++j) a.vmovups(breg(j), ax::ptr(rb, int32_t((u * d.NR + j * vl) * 4)));
     for (int i = 0; i < mr; ++i) {
       ax::Mem ai = ax::dword_ptr(ra, int32_t((packs_a ? u + i * d.a_rs : u * d.MR + i) * 4));
       if (embed(i)) {
-        for (int j = 0; j < nv; ++j) a.vfmadd231ps(acc(i, j), breg(j), ai._1to16());
+        for (int j = 0; j < nv; ++j) a.vfmadd231ps(acc_in(set, i, j), breg(j), ai._1to16());
       } else {
         a.vbroadcastss(bc(i), ai);
         if (packs_a) a.vmovss(ax::dword_ptr(apack, int32_t((u * d.MR + i) * 4)), bc(i).xmm());
-        for (int j = 0; j < nv; ++j) a.vfmadd231ps(acc(i, j), breg(j), bc(i));
+        for (int j = 0; j < nv; ++j) a.vfmadd231ps(acc_in(set, i, j), breg(j), bc(i));
       }
     }
   };
@@ -108,7 +119,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   a.jz(rem_start);
   a.align(asmjit::AlignMode::kCode, 16);
   a.bind(main_loop);
-  for (int u = 0; u < kUnroll; ++u) body(u);
+  for (int u = 0; u < kUnroll; ++u) body(u, u % sets);
   a.prefetcht1(ax::ptr(res));
   a.add(res, 64);
   {
@@ -129,13 +140,16 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   a.and_(rem, kUnroll - 1);
   a.jz(done);
   a.bind(rem_loop);
-  body(0);
+  body(0, 0);
   a.add(ra, a_step);
   if (packs_a) a.add(apack, int32_t(d.MR * 4));
   a.add(rb, int32_t(d.NR * 4));
   a.dec(rem);
   a.jnz(rem_loop);
   a.bind(done);
+  if (sets == 2)
+    for (int i = 0; i < mr; ++i)
+      for (int j = 0; j < nv; ++j) a.vaddps(acc(i, j), acc(i, j), acc_in(1, i, j));
 
   // Epilogue, row by row: (+ C's partial sum), then on the last K block scale, bias, act, residual.
   // An activation worth a second pass (needs_pass: all but relu) is left to it, with the residual:
