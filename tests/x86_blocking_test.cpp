@@ -298,6 +298,47 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
   }
 }
 
+TEST_CASE("x86 blocking: B packed by the kernels of the first row tile matches the reference",
+          "[x86][blocking][gemm]") {
+  // On split-256 cores (the Zen 1's caches) B is read in place and packed by the first row
+  // tile's call over each whole panel (blk.b_rs), where A's rows form one MC block and K is past
+  // the short-K order (rows_outer); the edge panel, and on AVX-512 each block's first panel
+  // (whose calls pack A), are packed before them. Row-major and padded B (rows N + 7 apart, off
+  // a line); M with and without an edge tile; N with and without an edge panel; K in one block
+  // and several; 1-3 threads. Not on the Zen 3's caches.
+  // (Smaller shapes take the direct paths.)
+  const std::vector<Shape> shapes = {{40, 300, 200},  {35, 200, 700}, {40, 300, 500},
+                                     {30, 100, 1000}, {20, 500, 300}, {100, 48, 800}};
+  int variant = 0;
+  for (Isa isa : supported_isas()) {
+    const int64_t NR = packed_nr(isa);
+    bool packs_b_seen = false;
+    for (const Shape& s : shapes) {
+      for (Layout lb : {Layout::row_major, Layout::padded}) {
+        const EpiKind e = kEpilogueCycle[variant % 4];
+        Case c(s, Layout::row_major, lb, e, uint32_t(9300 + variant++));
+        const GemmProblem p = c.problem();
+        INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " B " << layout_name(lb));
+        auto plan = GemmPlan::make(p, isa, 2, false, kZen1.caches);
+        bool packs_b = false, packed = true;
+        for (const KernelInfo& k : plan->kernels()) {
+          packs_b |= k.name.find("_packb" + std::to_string(p.b.row_stride)) != std::string::npos;
+          packed &= k.name.rfind("packed_", 0) == 0;
+        }
+        CHECK(packed);
+        const PackedBlocking b = packed_blocking(s.M, s.N, s.K, isa, 2, false, kZen1.caches);
+        CHECK(packs_b == (s.N >= NR && b.a_once && !b.rows_outer && b.tk == 1));
+        packs_b_seen |= packs_b;
+        CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+        auto zen3 = GemmPlan::make(p, isa, 2, false, kZen3.caches);
+        for (const KernelInfo& k : zen3->kernels())
+          CHECK(k.name.find("_packb") == std::string::npos);
+      }
+    }
+    CHECK(packs_b_seen);
+  }
+}
+
 TEST_CASE("x86 blocking: a short K runs row tile -> panel, matching the reference",
           "[x86][blocking][gemm]") {
   // blocking.cpp, kRowsOuterMaxK: one K block of at most 128 walks C row tile by row tile.

@@ -58,6 +58,12 @@ struct PackedBlocking {
   // calls over each block of A, which store its packed panels as they go; 0: A packed by
   // pack_a_block before them.
   int64_t a_rs = 0;
+  // B read in place with rows b_rs apart (unit column stride) by the first row tile's kernel call
+  // over each whole panel of a block, which stores the packed panel as it goes (the calls over
+  // the other row tiles read it); 0: B packed by pack_b_block before them. Only with one MC block
+  // (a_once) and panel -> row tile (not rows_outer): each panel of a block is then run once,
+  // first row tile first.
+  int64_t b_rs = 0;
 };
 
 int64_t packed_mr(Isa isa);

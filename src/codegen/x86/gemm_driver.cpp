@@ -460,6 +460,18 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   if (isa == Isa::avx512 && p.a.col_stride == 1 && p.a.row_stride > 0 &&
       p.a.row_stride <= kPackedMaxARowStride)
     s.blk.a_rs = p.a.row_stride;
+  // B packed by the kernels of the first row tile over each panel, which read its rows in place
+  // (s.blk.b_rs), instead of by pack_b_block before them: its rows come from memory while the
+  // kernel's FMAs run. Only on split-256 cores, where it was measured: AMD EPYC Zen 1, paired
+  // plans, 2 threads, against B packed before them: 35x1811x2726 1.10x (pack_b_rows16 had 16% of
+  // its samples), 48x1811x2726 1.09x, 35x500x2726 1.12x, 64x4096x1024 1.03x, 24x4096x1024 1.04x,
+  // 100x1000x1000 1.03x, 48x4096x1024 1.02x (1.00-1.16), 128x4096x1024 1.02x (0.94-1.02), 512^3
+  // 1.00x (0.97-1.00). Each packed element feeds every row tile of the task; with few tiles the
+  // packing weighed most.
+  if (caches.split_256 && !prepacked_b && s.blk.a_once && !s.blk.rows_outer && s.blk.tk == 1 &&
+      p.N >= s.blk.NR && p.b.col_stride == 1 && p.b.row_stride > 0 &&
+      p.b.row_stride <= kPackedMaxBRowStride)
+    s.blk.b_rs = p.b.row_stride;
   const PackedBlocking& b = s.blk;
   for (int acc = 0; acc < 2; ++acc) {
     for (int last = 0; last < 2; ++last) {

@@ -126,6 +126,9 @@ struct GemmPlan::Impl {
   // With blk.a_rs: the same kernels reading A in place and packing it on the way (the first
   // column panel over each block of A).
   const Kernel* kern_packa[2][2][2][2] = {};
+  // With blk.b_rs: the same kernels reading B in place and packing it on the way (the first row
+  // tile over each whole panel of a block); [accumulate][last][m edge].
+  const Kernel* kern_packb[2][2][2] = {};
 
   const Kernel* use(const KernelDesc& d) {
     const Kernel& k = get_kernel(d);

@@ -61,6 +61,7 @@ std::string KernelDesc::name() const {
   if (kind == KernelKind::packed) {
     s += "_" + num(MR) + "x" + num(NR) + "_m" + num(rows) + "n" + num(cols);
     if (a_rs) s += "_packa" + num(a_rs);
+    if (b_rs) s += "_packb" + num(b_rs);
     if (accumulate) s += "_acc";
   } else if (kind == KernelKind::stream) {
     s += "_N" + num(cols) + "_a" + num(a_cs) + "_b" + num(b_rs);
@@ -123,7 +124,8 @@ constexpr uint64_t kBlobVersion = 16;  // 6: KernelDesc::bias_bcast; 7: b_prefet
                                        // 13: AVX2 edges by xmm moves, not vmaskmovps;
                                        // 14: AVX2 k_align steps ANDed where aligned;
                                        // 15: and by xmm moves where not;
-                                       // 16: packed tiles of few accumulators in two sets
+                                       // 16: packed tiles of few accumulators in two sets,
+                                       // packed kernels packing B (b_rs)
 constexpr uint64_t kMaxRelocs = 64;    // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB

@@ -32,7 +32,9 @@ struct KernelDesc {
   int64_t K = 0;
   // direct (stream: a_cs, b_rs; dot: a_cs = 1 (v), b_rs (X's rows), ldc = 1); packed: a_rs > 0
   // reads A in place (rows a_rs apart, unit column stride) and stores its packed panel to
-  // KernelArgs::a_pack as it goes (the first call over each block of A; see packed_kernel.cpp)
+  // KernelArgs::a_pack as it goes (the first call over each block of A; see packed_kernel.cpp);
+  // b_rs > 0 (not with a_rs) the same for B: its rows b_rs apart, its panel to
+  // KernelArgs::b_pack (the first call over each panel of a block)
   int64_t a_rs = 0, a_cs = 0, b_rs = 0, ldc = 0, ld_res = 0;
   int64_t accumulate = 0;  // packed: add C's partial sum (not the first K block)
   int64_t last = 1;        // packed: last K block, apply the epilogue
@@ -63,6 +65,12 @@ constexpr int kPackedUnrollK = 4;
 // The packed kernel's largest in-place row stride of A (KernelDesc::a_rs): its rows are
 // displacements of one base register.
 constexpr int64_t kPackedMaxARowStride = int64_t(1) << 24;
+// ... and of B (KernelDesc::b_rs), whose rows are also prefetched kPackedBSourcePrefetchSteps
+// ahead by displacement. Rows a multiple of 4 KiB apart share an L1 set (8 ways on a Zen 1):
+// 32 rows ahead, the prefetched rows of 48x4096x1024 evicted each other and the plan ran 0.96x of
+// B packed before the kernels (paired, 2 threads); 8 ahead 1.04x, 4 ahead 1.05x.
+constexpr int64_t kPackedMaxBRowStride = int64_t(1) << 22;
+constexpr int kPackedBSourcePrefetchSteps = 8;
 
 // Every generated kernel is a KernelFn: fn(&args, a, b, c). The operand pointers come in
 // registers (rsi, rdx, rcx), so a small kernel's first loads do not wait on a store to `args`
@@ -82,6 +90,8 @@ struct KernelArgs {
   // packed with a_rs > 0: where A's packed panel [kc][MR] goes.
   float* a_pack = nullptr;
   const float* col_scale = nullptr;  // at the tile's first column, as bias
+  // packed with b_rs > 0: where B's packed panel [kc][NR] goes.
+  float* b_pack = nullptr;
 };
 using KernelFn = void (*)(const KernelArgs* args, const float* a, const float* b, float* c);
 

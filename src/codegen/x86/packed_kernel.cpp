@@ -33,14 +33,20 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   KILN_CHECK(mr >= 1 && mr <= d.MR && d.cols >= 1 && d.cols <= d.NR) << d.name();
   KILN_CHECK(nacc + 4 <= v.num_regs() && nacc + nv + 1 <= v.num_regs()) << d.name();
   KILN_CHECK(d.a_rs >= 0 && d.a_rs <= kPackedMaxARowStride) << d.name();
+  KILN_CHECK(d.b_rs >= 0 && d.b_rs <= kPackedMaxBRowStride && !(d.a_rs && d.b_rs)) << d.name();
   // AVX-512: with one column vector the A element is a {1to16} operand of the FMA itself. With
   // two, a register broadcast loads it once instead of once per FMA (at 14 rows the embedded form
   // everywhere needs 30 loads per 28 FMAs and the loads bound the loop); the last row keeps the
   // embedded form (17 loads per 28 FMAs, under the FMA bound).
   // With a_rs (packs_a) every A element passes through a register on its way to the panel.
   const bool packs_a = d.a_rs > 0;
+  // With b_rs (packs_b) B's rows are read in place, kPackedBSourcePrefetchSteps ahead into L1
+  // (they come from memory: the first call over a panel), and each stored to the packed panel
+  // (at bpack) for the calls after it.
+  const bool packs_b = d.b_rs > 0;
   auto embed = [&](int i) { return !packs_a && avx512 && (nv == 1 || (nv == 2 && i == mr - 1)); };
   const ax::Gp apack = cbase;  // free until the epilogue loads the constant base
+  const ax::Gp bpack = cbase;  // likewise (never with apack)
   // A tile of fewer than kMinChains accumulators waits on the FMA latency (each k-step's FMA into
   // an accumulator needs the previous one's result): such tiles keep two sets, even k-steps into
   // one and odd into the other, added together after the K loop. kMinChains is the Zen 1's FMA
@@ -80,10 +86,23 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   // it comes from L3): prefetched kBPrefetchSteps k-steps ahead, line by line. Measured on a
   // Xeon (Emerald Rapids): 128x4096x1024 with a prepacked B went from 0.93x to 1.02-1.12x of
   // oneDNN; A's micro-panel (a line every four k-steps) gained nothing from the same.
+  // B's k-step u: its row in place (packs_b), else in the panel.
+  const int64_t b_step = packs_b ? d.b_rs : d.NR;
   auto body = [&](int u, int set) {
-    for (int32_t line = 0; line < int32_t(d.NR * 4); line += 64)  // AVX2's 16-float row is one
-      a.prefetcht0(ax::ptr(rb, int32_t((kBPrefetchSteps + u) * d.NR * 4) + line));
-    for (int j = 0; j < nv; ++j) a.vmovups(breg(j), ax::ptr(rb, int32_t((u * d.NR + j * vl) * 4)));
+    if (packs_b) {  // a row need not start on a line: its last float's line too
+      const int32_t ahead = int32_t((kPackedBSourcePrefetchSteps + u) * b_step * 4);
+      for (int32_t off = 0; off < int32_t(d.NR * 4); off += 64)
+        a.prefetcht0(ax::ptr(rb, ahead + off));
+      a.prefetcht0(ax::ptr(rb, ahead + int32_t(d.NR * 4 - 4)));
+    } else {
+      for (int32_t line = 0; line < int32_t(d.NR * 4); line += 64)  // AVX2's 16-float row is one
+        a.prefetcht0(ax::ptr(rb, int32_t((kBPrefetchSteps + u) * d.NR * 4) + line));
+    }
+    for (int j = 0; j < nv; ++j)
+      a.vmovups(breg(j), ax::ptr(rb, int32_t((u * b_step + j * vl) * 4)));
+    if (packs_b)
+      for (int j = 0; j < nv; ++j)
+        a.vmovups(ax::ptr(bpack, int32_t((u * d.NR + j * vl) * 4)), breg(j));
     for (int i = 0; i < mr; ++i) {
       ax::Mem ai = ax::dword_ptr(ra, int32_t((packs_a ? u + i * d.a_rs : u * d.MR + i) * 4));
       if (embed(i)) {
@@ -98,6 +117,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   // A's step per k: along its rows in place, else the packed panel's MR.
   const int32_t a_step = int32_t((packs_a ? 1 : d.MR) * 4);
   if (packs_a) a.mov(apack, ax::ptr(args, arg(offsetof(KernelArgs, a_pack))));
+  if (packs_b) a.mov(bpack, ax::ptr(args, arg(offsetof(KernelArgs, b_pack))));
   asmjit::Label main_loop = a.newLabel(), rem_start = a.newLabel(), rem_loop = a.newLabel(),
                 done = a.newLabel();
   // The next B panel into L2, a line per unrolled iteration from KernelArgs::b_next (the driver
@@ -132,7 +152,8 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   }
   a.add(ra, kUnroll * a_step);
   if (packs_a) a.add(apack, int32_t(kUnroll * d.MR * 4));
-  a.add(rb, int32_t(kUnroll * d.NR * 4));
+  if (packs_b) a.add(bpack, int32_t(kUnroll * d.NR * 4));
+  a.add(rb, int32_t(kUnroll * b_step * 4));
   a.dec(cnt);
   a.jnz(main_loop);
   a.bind(rem_start);
@@ -143,7 +164,8 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   body(0, 0);
   a.add(ra, a_step);
   if (packs_a) a.add(apack, int32_t(d.MR * 4));
-  a.add(rb, int32_t(d.NR * 4));
+  if (packs_b) a.add(bpack, int32_t(d.NR * 4));
+  a.add(rb, int32_t(b_step * 4));
   a.dec(rem);
   a.jnz(rem_loop);
   a.bind(done);

@@ -22,7 +22,7 @@ namespace {
 struct SharedPanels {
   int64_t jc = 0, jc_end = 0, pc = 0, i0 = 0, mc = 0, k0 = 0, kc = 0, ldc = 0;
   float* a = nullptr;  // written only by the owner's first panel (a_in_kernel)
-  const float* b = nullptr;
+  float* b = nullptr;  // written by the first row tile's calls where b_in_kernel
   float* c = nullptr;
   int acc = 0, last = 0;
 };
@@ -51,6 +51,9 @@ void GemmPlan::Impl::use_packed(const KernelDesc& base, int acc, int last) {
       kern[acc][last][me][ne] = use(d);
       d.a_rs = blk.a_rs;
       if (blk.a_rs) kern_packa[acc][last][me][ne] = use(d);
+      d.a_rs = 0;
+      d.b_rs = blk.b_rs;
+      if (blk.b_rs && !ne) kern_packb[acc][last][me] = use(d);
     }
   }
 }
@@ -73,6 +76,13 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
   KILN_CHECK(!a_in_kernel || (p.a.row_stride == blk.a_rs && p.a.col_stride == 1))
       << "GemmPlan for A's rows " << blk.a_rs << " apart (unit columns) run on rows "
       << p.a.row_stride << " apart, columns " << p.a.col_stride << " apart";
+  // B packed by the kernels of the first row tile over each whole panel (blk.b_rs, baked into
+  // them), where it is not prepacked; the others (the edge panel, and a block's first panel where
+  // its calls pack A) by pack_b_block.
+  const bool b_in_kernel = blk.b_rs > 0 && !bpacked;
+  KILN_CHECK(!b_in_kernel || (p.b.row_stride == blk.b_rs && p.b.col_stride == 1))
+      << "GemmPlan for B's rows " << blk.b_rs << " apart (unit columns) run on rows "
+      << p.b.row_stride << " apart, columns " << p.b.col_stride << " apart";
   // K split: task kt > 0 sums its K blocks into partial buffer kt - 1 (M x N, rows N apart).
   float* partials =
       tk > 1 ? thread_scratch(ScratchSlot::k_partial, size_t((tk - 1) * M * N)) : nullptr;
@@ -112,6 +122,12 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       args.b_next = b_next;
       args.c_next = c_next;
       const int me = s.mc - ir < MR, ne = N - j0 < NR;
+      if (b_in_kernel && ir == 0 && !ne && !a_fresh) {
+        args.b_pack = s.b + (jp - s.jc) * s.kc * NR;
+        kern_packb[s.acc][s.last][me]->fn(&args, s.a, p.b.data + s.k0 * blk.b_rs + j0,
+                                          tile(s, 0, jp));
+        return;
+      }
       if (a_fresh) {
         args.a_pack = s.a + ir * s.kc;
         kern_packa[s.acc][s.last][me][ne]->fn(&args, p.a.data + (s.i0 + ir) * blk.a_rs + s.k0,
@@ -163,11 +179,18 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       share->run_block(s, first, jc_end - jc,
                        [&](const SharedPanels& b, int64_t q) { run_panel(b, b.jc + q, false); });
     };
-    auto pack_b = [&](int64_t jc, int64_t jc_end, int64_t pc) {
+    // a_fresh: the block's first panel is run by the calls that pack A (b_in_kernel packs it here).
+    auto pack_b = [&](int64_t jc, int64_t jc_end, int64_t pc, bool a_fresh) {
       if (bpacked) return;
       const int64_t k0 = pc * KC, kc = std::max<int64_t>(0, std::min(KC, K - k0));
       const MatrixRef brows{p.b.data + k0 * p.b.row_stride, p.b.row_stride, p.b.col_stride};
-      pack_b_block(brows, kc, jc * NR, std::min(N, jc_end * NR) - jc * NR, NR, bbuf);
+      auto pack_panels = [&](int64_t q0, int64_t q1) {
+        pack_b_block(brows, kc, q0 * NR, std::min(N, q1 * NR) - q0 * NR, NR,
+                     bbuf + (q0 - jc) * kc * NR);
+      };
+      if (!b_in_kernel) return pack_panels(jc, jc_end);
+      if (a_fresh) pack_panels(jc, jc + 1);
+      if (jc_end * NR > N && (jc_end - 1 > jc || !a_fresh)) pack_panels(jc_end - 1, jc_end);
     };
     auto pack_a = [&](int64_t pc, int64_t i0, int64_t mc) {
       if (a_in_kernel) return;
@@ -191,7 +214,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
           pack_a(pc, r0, r1 - r0);
           for (int64_t jc = q0; jc < q1; jc += NCP) {
             const int64_t jc_end = std::min(q1, jc + NCP);
-            pack_b(jc, jc_end, pc);
+            pack_b(jc, jc_end, pc, a_in_kernel && jc == q0);
             compute(jc, jc_end, pc, r0, r1 - r0, a_in_kernel && jc == q0);
           }
         }
@@ -199,7 +222,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
         for (int64_t jc = q0; jc < q1; jc += NCP) {
           const int64_t jc_end = std::min(q1, jc + NCP);
           for (int64_t pc = pc0; pc < pc1; ++pc) {
-            pack_b(jc, jc_end, pc);
+            pack_b(jc, jc_end, pc, false);  // not b_in_kernel (a_once)
             for (int64_t i0 = r0; i0 < r1; i0 += MC) {
               const int64_t mc = std::min(MC, r1 - i0);
               pack_a(pc, i0, mc);
