@@ -199,7 +199,6 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   const bool short_k_1024 =
       !long_k && prepacked_b && rows_per_task * 1024 * 4 <= caches.l2_bytes / 3;
   const int64_t kc_max = long_k || short_k_1024 ? 1024 : caches.split_256 ? kSplit256MaxKc : 512;
-
   b.npc = std::max<int64_t>(1, ceil_div(K, kc_max));
   b.KC = round_up(ceil_div(K, b.npc), 4);
   b.kc_rule = long_k ? KcRule::long_k : short_k_1024 ? KcRule::short_k_1024 : KcRule::standard;

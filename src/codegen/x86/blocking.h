@@ -90,8 +90,9 @@ inline int64_t b_prefetch_offset(int64_t tile, int64_t kc, int64_t NR) {
 }
 
 // b_prefetch_offset(tile, kc, NR) for tiles 0, 1, 2, ... in turn: one division a walk, not three
-// a kernel call (64-bit divisions of 14-46 cycles each on a Zen 1; the driver's per-call lambdas
-// held 2.3% of a prepacked 128x4096x1024 Linear's samples).
+// a kernel call (64-bit divisions of 14-46 cycles each on a Zen 1, in the driver's per-call
+// lambdas, which held 2.3% of a prepacked 128x4096x1024 Linear's samples; without them the plan
+// ran within the noise of before, old and new processes alternating).
 class BPrefetchWalk {
  public:
   BPrefetchWalk(int64_t kc, int64_t NR)
