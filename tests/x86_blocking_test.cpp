@@ -348,24 +348,32 @@ TEST_CASE("x86 blocking: a short K runs row tile -> panel, matching the referenc
   CHECK_FALSE(packed_blocking(2000, 2000, 129, Isa::avx512, 2, false, kXeon.caches).rows_outer);
   CHECK_FALSE(packed_blocking(512, 512, 512, Isa::avx512, 2, false, kXeon.caches).rows_outer);
   // Edge tiles in both dimensions, several MC blocks (Zen 3's L2) and several column blocks,
-  // every epilogue, B transposed or prepacked; run on 1-3 threads (and inline where B is packed
-  // per call).
+  // every epilogue (and a column scale with a residual under GELU), B transposed or prepacked;
+  // run on 1-3 threads (and inline where B is packed per call). Each row tile's whole panels go
+  // in one call of a looping kernel (KernelDesc::panel_loop).
   const std::vector<Shape> shapes = {
       {700, 1100, 100}, {301, 1517, 37}, {1500, 1000, 128}, {40, 3000, 64}, {100, 20000, 3}};
+  const EpiKind scaled{Activation::gelu, true, false, true, false, true};
   int variant = 0;
   for (Isa isa : supported_isas()) {
     for (const Machine& m : {kZen3, kXeon}) {
       for (const Shape& s : shapes) {
         const bool prepacked = variant % 3 == 1;
         const Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
-        Case c(s, Layout::row_major, lb, kEpilogueCycle[variant % 4], uint32_t(9300 + variant));
+        const EpiKind e = variant % 5 == 4 ? scaled : kEpilogueCycle[variant % 4];
+        Case c(s, Layout::row_major, lb, e, uint32_t(9300 + variant));
         const GemmProblem p = c.problem();
         INFO(isa_name(isa) << " " << m.name << " " << s.M << "x" << s.N << "x" << s.K
                            << " prepacked " << prepacked << " variant " << variant);
         CHECK(packed_blocking(s.M, s.N, s.K, isa, 2, prepacked, m.caches, lb == Layout::transposed)
                   .rows_outer);
         auto plan = GemmPlan::make(p, isa, 2, prepacked, m.caches);
-        for (const KernelInfo& k : plan->kernels()) CHECK(k.name.rfind("packed_", 0) == 0);
+        bool loops = false;
+        for (const KernelInfo& k : plan->kernels()) {
+          CHECK(k.name.rfind("packed_", 0) == 0);
+          loops |= k.name.find("_loop") != std::string::npos;
+        }
+        CHECK(loops);
         CHECK(worst_prepacked_or_not(*plan, c, isa, prepacked) <= 1.0);
         ++variant;
       }

@@ -129,6 +129,9 @@ struct GemmPlan::Impl {
   // With blk.b_rs: the same kernels reading B in place and packing it on the way (the first row
   // tile over each whole panel of a block); [accumulate][last][m edge].
   const Kernel* kern_packb[2][2][2] = {};
+  // Where row tiles run outermost (blk.rows_outer): the kernels over several whole panels in one
+  // call (KernelDesc::panel_loop); [accumulate][last][m edge].
+  const Kernel* kern_loop[2][2][2] = {};
 
   const Kernel* use(const KernelDesc& d) {
     const Kernel& k = get_kernel(d);

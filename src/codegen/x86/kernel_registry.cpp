@@ -62,6 +62,7 @@ std::string KernelDesc::name() const {
     s += "_" + num(MR) + "x" + num(NR) + "_m" + num(rows) + "n" + num(cols);
     if (a_rs) s += "_packa" + num(a_rs);
     if (b_rs) s += "_packb" + num(b_rs);
+    if (panel_loop) s += "_loop";
     if (accumulate) s += "_acc";
   } else if (kind == KernelKind::stream) {
     s += "_N" + num(cols) + "_a" + num(a_cs) + "_b" + num(b_rs);
@@ -118,14 +119,14 @@ struct DescHash {
 //   address) | code (with those bytes zero)
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
-constexpr uint64_t kBlobVersion = 16;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
+constexpr uint64_t kBlobVersion = 17;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
                                        // 9: cols_outer; 10: has_col_scale; 11: k_align;
                                        // 12: no b_prefetch past the last K block;
                                        // 13: AVX2 edges by xmm moves, not vmaskmovps;
                                        // 14: AVX2 k_align steps ANDed where aligned;
                                        // 15: and by xmm moves where not;
                                        // 16: packed tiles of few accumulators in two sets,
-                                       // packed kernels packing B (b_rs)
+                                       // packed kernels packing B (b_rs); 17: panel_loop
 constexpr uint64_t kMaxRelocs = 64;    // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB
@@ -232,10 +233,11 @@ std::string canonical_text(const KernelDesc& d) {
   f("rows_cap", d.rows_cap);
   f("cols_outer", d.cols_outer);
   f("k_align", d.k_align);
+  f("panel_loop", d.panel_loop);
   return s;
 }
 // A field added to KernelDesc must be added to canonical_text() (and bumps kBlobVersion).
-static_assert(sizeof(KernelDesc) == 24 * sizeof(int64_t));
+static_assert(sizeof(KernelDesc) == 25 * sizeof(int64_t));
 
 cache::CacheKey blob_key(const KernelDesc& d) {
   char cpu[32];

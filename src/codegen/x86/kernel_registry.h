@@ -50,6 +50,9 @@ struct KernelDesc {
   int64_t k_align = 0;     // dot: X's loads start on a vector boundary (AVX-512 64 bytes, AVX2
                            // 32) after a masked head found at run time; X's rows whole vectors
                            // apart
+  // packed, whole columns (cols == NR), neither a_rs nor b_rs: one call runs KernelArgs::panels
+  // consecutive panels of B (kc x NR floats apart) into as many C tiles side by side
+  int64_t panel_loop = 0;
 
   bool operator==(const KernelDesc& o) const;
   // Any of bias, scale, activation, residual or column scale.
@@ -92,6 +95,10 @@ struct KernelArgs {
   const float* col_scale = nullptr;  // at the tile's first column, as bias
   // packed with b_rs > 0: where B's packed panel [kc][NR] goes.
   float* b_pack = nullptr;
+  // packed with panel_loop: the panels (and C tiles) the call runs, at least 1; bias, column
+  // scale and residual are at the first tile's first column; b_next and c_next are for the call
+  // after the last panel.
+  int64_t panels = 1;
 };
 using KernelFn = void (*)(const KernelArgs* args, const float* a, const float* b, float* c);
 

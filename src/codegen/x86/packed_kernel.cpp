@@ -63,6 +63,25 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   auto breg = [&](int j) { return v.vec(sets * nacc + j); };
   auto bc = [&](int i) { return v.vec(sets * nacc + nv + i % nbc); };
 
+  // panel_loop: the kernel runs KernelArgs::panels panels of B, each over the same A micro-panel
+  // into the next C tile to the right; B's panels follow one another, so each starts where the
+  // K loop left rb. What the loop keeps across panels lives in the red zone below rsp (the kernel
+  // calls nothing): A's micro-panel, the C tile, the tile's column offset in bytes (for bias,
+  // column scale and residual), the panels left, and B's next panel.
+  const bool loop_panels = d.panel_loop != 0;
+  KILN_CHECK(!loop_panels || (d.cols == d.NR && !d.a_rs && !d.b_rs)) << d.name();
+  const ax::Mem saved_a = ax::qword_ptr(ax::rsp, -8), saved_c = ax::qword_ptr(ax::rsp, -16),
+                col_offset = ax::qword_ptr(ax::rsp, -24), panels_left = ax::qword_ptr(ax::rsp, -32),
+                saved_b = ax::qword_ptr(ax::rsp, -40);
+  asmjit::Label panel_top = a.newLabel();
+  if (loop_panels) {
+    a.mov(saved_a, ra);
+    a.mov(saved_c, rc);
+    a.mov(col_offset, 0);
+    a.mov(cnt, ax::ptr(args, arg(offsetof(KernelArgs, panels))));
+    a.mov(panels_left, cnt);
+    a.bind(panel_top);
+  }
   // ra, rb and rc arrive holding the call's a, b and c (see KernelFn).
   a.mov(cnt, ax::ptr(args, arg(offsetof(KernelArgs, kc))));
   // One row of a C tile into L1 from `row` (C's rows are ldc apart, which the hardware
@@ -125,6 +144,17 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   // first use does not wait on L3 (a prepacked 128x4096x1024: ~+4%, paired). res is free until
   // the epilogue.
   a.mov(res, ax::ptr(args, arg(offsetof(KernelArgs, b_next))));
+  a.mov(bias, ax::ptr(args, arg(offsetof(KernelArgs, c_next))));
+  if (loop_panels) {  // before the last panel: the next panel of B and the next C tile
+    asmjit::Label last_panel = a.newLabel();
+    a.cmp(panels_left, 1);
+    a.jbe(last_panel);
+    a.mov(res, cnt);
+    a.imul(res, res, int32_t(d.NR * 4));
+    a.add(res, rb);
+    a.lea(bias, ax::ptr(rc, int32_t(d.NR * 4)));
+    a.bind(last_panel);
+  }
   // The next call's C tile (KernelArgs::c_next) into L1, a row per unrolled iteration over the
   // last mr iterations (all of them where the K block is shorter), so that its epilogue finds C
   // in L1 where C comes from L3: a tile's own prefetch above, one K block earlier, is too late
@@ -134,7 +164,6 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   // KILN_ISA=avx2 1.00-1.02x. Each row over the whole K loop instead (wrapping every mr
   // iterations) was 0.94x at 256^3 and 0.98x at 2048^3; two rows per iteration over the last mr / 2
   // 1.05-1.10x on the short-K shapes.
-  a.mov(bias, ax::ptr(args, arg(offsetof(KernelArgs, c_next))));
   a.shr(cnt, 2);
   a.jz(rem_start);
   a.align(asmjit::AlignMode::kCode, 16);
@@ -172,6 +201,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   if (sets == 2)
     for (int i = 0; i < mr; ++i)
       for (int j = 0; j < nv; ++j) a.vaddps(acc(i, j), acc(i, j), acc_in(1, i, j));
+  if (loop_panels) a.mov(saved_b, rb);
 
   // Epilogue, row by row: (+ C's partial sum), then on the last K block scale, bias, act, residual.
   // An activation worth a second pass (needs_pass: all but relu) is left to it, with the residual:
@@ -182,11 +212,16 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   const bool second_pass = VecEmitter::needs_pass(act);
   if (second_pass) a.mov(rb, rc);  // the tile's first C row, for the second pass (rb is free now)
   a.mov(rem, ax::ptr(args, arg(offsetof(KernelArgs, ldc_bytes))));
-  if (last && d.has_bias) a.mov(bias, ax::ptr(args, arg(offsetof(KernelArgs, bias))));
-  if (last && d.has_residual) a.mov(res, ax::ptr(args, arg(offsetof(KernelArgs, residual))));
+  // An epilogue vector's pointer from `args`, at this tile's first column.
+  auto load_column_ptr = [&](const ax::Gp& r, size_t field) {
+    a.mov(r, ax::ptr(args, arg(field)));
+    if (loop_panels) a.add(r, col_offset);
+  };
+  if (last && d.has_bias) load_column_ptr(bias, offsetof(KernelArgs, bias));
+  if (last && d.has_residual) load_column_ptr(res, offsetof(KernelArgs, residual));
   // The column scale in ra (A's pointer, free after the K loop; the second pass reuses it).
   const ax::Gp cs = ra;
-  if (last && d.has_col_scale) a.mov(cs, ax::ptr(args, arg(offsetof(KernelArgs, col_scale))));
+  if (last && d.has_col_scale) load_column_ptr(cs, offsetof(KernelArgs, col_scale));
   v.load_const_base();
   v.set_mask(last_n, cnt);
   const ax::Vec t[4] = {v.vec(nacc), v.vec(nacc + 1), v.vec(nacc + 2), v.vec(nacc + 3)};
@@ -218,7 +253,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
     const ax::Gp ldr = ra;  // free after the K loop
     a.mov(rc, rb);
     if (residual) {
-      a.mov(res, ax::ptr(args, arg(offsetof(KernelArgs, residual))));
+      load_column_ptr(res, offsetof(KernelArgs, residual));
       a.mov(ldr, ax::ptr(args, arg(offsetof(KernelArgs, ldr_bytes))));
     }
     auto row_mem = [&](const ax::Gp& base, const ax::Gp& ld, int k, int32_t disp) {
@@ -242,6 +277,19 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
         }
       }
     }
+  }
+  if (loop_panels) {  // the next panel: same A, B where this one's K loop ended, C to the right
+    asmjit::Label all_done = a.newLabel();
+    a.dec(panels_left);
+    a.jz(all_done);
+    a.mov(ra, saved_a);
+    a.mov(rb, saved_b);
+    a.mov(rc, saved_c);
+    a.add(rc, int32_t(d.NR * 4));
+    a.mov(saved_c, rc);
+    a.add(col_offset, int32_t(d.NR * 4));
+    a.jmp(panel_top);
+    a.bind(all_done);
   }
   a.vzeroupper();
   a.ret();
