@@ -158,6 +158,10 @@ TEST_CASE("x86 blocking: the KC rules pick what was measured best on each machin
   const PackedBlocking past = packed_blocking(1024, 1024, 1024, Isa::avx2, 2, true, kZen1.caches);
   CHECK(past.kc_rule != KcRule::split256_prepacked);
   CHECK(past.KC <= 288);
+  // K = 0 (C = the epilogue of zeros): one empty block, as under the other rules.
+  const PackedBlocking empty = packed_blocking(943, 582, 0, Isa::avx2, 2, true, kZen1.caches);
+  CHECK(empty.npc == 1);
+  CHECK(empty.KC == 0);
   // Few enough rows for short_k_1024: that rule, as before.
   CHECK(packed_blocking(16, 4096, 1024, Isa::avx2, 2, true, kZen1.caches).kc_rule ==
         KcRule::short_k_1024);

@@ -237,7 +237,7 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   // 2048^3 0.99x. (KC 512 instead: 128x4096x1024 with bias and GELU 1.03x, 16x4096x1024 0.98x
   // against short_k_1024's 1024.)
   if (caches.split_256 && prepacked_b && !long_k && !short_k_1024) {
-    const int64_t npc = ceil_div(K, kSplit256PrepackedMaxKc);
+    const int64_t npc = std::max<int64_t>(1, ceil_div(K, kSplit256PrepackedMaxKc));
     const int64_t KC = round_up(ceil_div(K, npc), 4);
     if (round_up(rows_per_task, b.MR) * KC * 4 <= kSplit256PrepackedABlockL2s * caches.l2_bytes) {
       b.npc = npc;
