@@ -113,8 +113,8 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
     auto tile = [&](const SharedPanels& s, int64_t ir, int64_t jp) {
       return s.c + (s.i0 + ir) * s.ldc + jp * NR;
     };
-    // The kernel over row tile ir and panel jp of s, told the next call's B stretch and C tile;
-    // a_fresh: the call packs A's micro-panel (the first panel of a block, a_in_kernel).
+    // The arguments of a call over row tile ir from panel jp of s on, told the next call's B
+    // stretch and C tile.
     auto set_args = [&](const SharedPanels& s, int64_t ir, int64_t jp, const float* b_next,
                         const float* c_next) {
       const int64_t j0 = jp * NR;
@@ -125,6 +125,9 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
       args.b_next = b_next;
       args.c_next = c_next;
     };
+    // The kernel over row tile ir and panel jp of s; a_fresh: the call packs A's micro-panel (the
+    // first panel of a block, a_in_kernel); else the first row tile over a whole panel packs B's
+    // panel where b_in_kernel.
     auto call = [&](const SharedPanels& s, int64_t ir, int64_t jp, const float* b_next,
                     const float* c_next, bool a_fresh) {
       const int64_t j0 = jp * NR;
@@ -175,7 +178,9 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
         // AMD EPYC Zen 1, paired plans against a call per panel, 2 threads: 1024x1024x8 1.35x,
         // 2048x2048x32 1.12x, 4096x4096x64 1.05x, 1000x1000x64 1.05x, 64x4096x64 1.05x,
         // 2000x2000x128 1.02x, 512x512x16 1.00x; B prepacked with bias and GELU 1000x1000x64
-        // 1.03x, 2048x2048x32 1.01x; one thread 2048x2048x32 1.10x, 1000x1000x64 1.05x.
+        // 1.03x, 2048x2048x32 1.01x; one thread 2048x2048x32 1.10x, 1000x1000x64 1.05x. (The
+        // looping kernel takes B's panels kc x NR apart: so they are, packed per call or, with
+        // the one K block of rows_outer, prepacked.)
         const int64_t whole_end = std::min(jc_end, N / NR);
         for (int64_t ir = 0; ir < mc; ir += MR) {
           auto next_b = [&](int64_t jp) { return panel(s, jp + 1 < jc_end ? jp + 1 : jc); };
@@ -249,7 +254,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
         for (int64_t jc = q0; jc < q1; jc += NCP) {
           const int64_t jc_end = std::min(q1, jc + NCP);
           for (int64_t pc = pc0; pc < pc1; ++pc) {
-            pack_b(jc, jc_end, pc, false);  // not b_in_kernel (a_once)
+            pack_b(jc, jc_end, pc, false);  // all of it: b_in_kernel needs a_once
             for (int64_t i0 = r0; i0 < r1; i0 += MC) {
               const int64_t mc = std::min(MC, r1 - i0);
               pack_a(pc, i0, mc);
