@@ -107,16 +107,14 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   // oneDNN; A's micro-panel (a line every four k-steps) gained nothing from the same.
   // B's k-step u: its row in place (packs_b), else in the panel.
   const int64_t b_step = packs_b ? d.b_rs : d.NR;
+  const int prefetch_steps = packs_b ? kPackedBSourcePrefetchSteps : kBPrefetchSteps;
   auto body = [&](int u, int set) {
-    if (packs_b) {  // a row need not start on a line: its last float's line too
-      const int32_t ahead = int32_t((kPackedBSourcePrefetchSteps + u) * b_step * 4);
-      for (int32_t off = 0; off < int32_t(d.NR * 4); off += 64)
-        a.prefetcht0(ax::ptr(rb, ahead + off));
-      a.prefetcht0(ax::ptr(rb, ahead + int32_t(d.NR * 4 - 4)));
-    } else {
-      for (int32_t line = 0; line < int32_t(d.NR * 4); line += 64)  // AVX2's 16-float row is one
-        a.prefetcht0(ax::ptr(rb, int32_t((kBPrefetchSteps + u) * d.NR * 4) + line));
-    }
+    // The row prefetch_steps ahead, line by line (AVX2's 16-float row is one); in place (packs_b)
+    // a row need not start on a line: its last float's line too.
+    const int32_t ahead = int32_t((prefetch_steps + u) * b_step * 4);
+    for (int32_t line = 0; line < int32_t(d.NR * 4); line += 64)
+      a.prefetcht0(ax::ptr(rb, ahead + line));
+    if (packs_b) a.prefetcht0(ax::ptr(rb, ahead + int32_t(d.NR * 4 - 4)));
     for (int j = 0; j < nv; ++j)
       a.vmovups(breg(j), ax::ptr(rb, int32_t((u * b_step + j * vl) * 4)));
     if (packs_b)
