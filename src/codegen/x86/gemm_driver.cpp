@@ -456,7 +456,9 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   // 1.03x, 768^3 1.02x. In runs that favoured the new plan (oneDNN's spinning threads ran before
   // the other more often): A read in place by every call instead (no packing), 1000^3 0.91x and
   // 2048^3 0.90x (its rows 8 KiB apart share an L1 set); AVX2 (6-row panels by register
-  // transposes) 0.98-1.05x, not taken.
+  // transposes) 0.98-1.05x, not taken. AVX2 on an AMD EPYC Zen 1 (B packed in the kernels too),
+  // paired plans against pack_a_panel6: 384^3 1.02x, 512^3 1.01x, 768^3 1.01x, 1000^3 1.00x,
+  // 517x333x701 1.00x, 256^3 0.98x, 300x200x500 0.98x; not taken.
   if (isa == Isa::avx512 && p.a.col_stride == 1 && p.a.row_stride > 0 &&
       p.a.row_stride <= kPackedMaxARowStride)
     s.blk.a_rs = p.a.row_stride;
@@ -467,10 +469,13 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   // its samples), 48x1811x2726 1.09x, 35x500x2726 1.12x, 64x4096x1024 1.03x, 24x4096x1024 1.04x,
   // 100x1000x1000 1.03x, 48x4096x1024 1.02x (1.00-1.16), 128x4096x1024 1.02x (0.94-1.02), 512^3
   // 1.00x (0.97-1.00). Each packed element feeds every row tile of the task; with few tiles the
-  // packing weighed most.
-  if (caches.split_256 && !prepacked_b && s.blk.a_once && !s.blk.rows_outer && s.blk.tk == 1 &&
-      p.N >= s.blk.NR && p.b.col_stride == 1 && p.b.row_stride > 0 &&
-      p.b.row_stride <= kPackedMaxBRowStride)
+  // packing weighed most. With several MC blocks the first block's calls pack (run_packed's
+  // b_fresh); paired plans against B packed before them, 2 threads: 384^3 1.03x, 512^3 1.01-1.02x,
+  // 517x333x701 1.02x, 1000x4000x300 1.02x, 768^3 1.01x, 1000^3 1.00-1.02x, 2048^3 1.01x, 256^3
+  // 1.01x (0.99-1.03), 4000x1000x300 1.00x, 512^3 with A transposed 1.00x (pack_b_rows16 had 2.9%
+  // of 512^3's samples; the packing calls 3.1%, with the FMAs beside them).
+  if (caches.split_256 && !prepacked_b && !s.blk.rows_outer && s.blk.tk == 1 && p.N >= s.blk.NR &&
+      p.b.col_stride == 1 && p.b.row_stride > 0 && p.b.row_stride <= kPackedMaxBRowStride)
     s.blk.b_rs = p.b.row_stride;
   const PackedBlocking& b = s.blk;
   for (int acc = 0; acc < 2; ++acc) {

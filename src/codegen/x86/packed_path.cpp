@@ -22,9 +22,10 @@ namespace {
 struct SharedPanels {
   int64_t jc = 0, jc_end = 0, pc = 0, i0 = 0, mc = 0, k0 = 0, kc = 0, ldc = 0;
   float* a = nullptr;  // written only by the owner's first panel (a_in_kernel)
-  float* b = nullptr;  // written by the first row tile's calls where b_in_kernel
+  float* b = nullptr;  // written by the first row tile's calls where b_fresh
   float* c = nullptr;
   int acc = 0, last = 0;
+  bool b_fresh = false;  // B's panels are packed by the first row tile's calls (b_in_kernel)
 };
 
 // How long a thread with no task left waits for a panel to claim before it leaves: longer than
@@ -127,13 +128,13 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
     };
     // The kernel over row tile ir and panel jp of s; a_fresh: the call packs A's micro-panel (the
     // first panel of a block, a_in_kernel); else the first row tile over a whole panel packs B's
-    // panel where b_in_kernel.
+    // panel where s.b_fresh.
     auto call = [&](const SharedPanels& s, int64_t ir, int64_t jp, const float* b_next,
                     const float* c_next, bool a_fresh) {
       const int64_t j0 = jp * NR;
       set_args(s, ir, jp, b_next, c_next);
       const int me = s.mc - ir < MR, ne = N - j0 < NR;
-      if (b_in_kernel && ir == 0 && !ne && !a_fresh) {
+      if (s.b_fresh && ir == 0 && !ne && !a_fresh) {
         args.b_pack = s.b + (jp - s.jc) * s.kc * NR;
         kern_packb[s.acc][s.last][me]->fn(&args, s.a, p.b.data + s.k0 * blk.b_rs + j0,
                                           tile(s, 0, jp));
@@ -163,9 +164,11 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
     // block packed in abuf and B's in bbuf (or the PackedB): panel -> row tile, or row tile ->
     // panel (blk.rows_outer). Each call is told the next one's C tile (its own after the last).
     // a_fresh: A's block is not packed yet (a_in_kernel): the calls over the first panel pack it.
-    auto compute = [&](int64_t jc, int64_t jc_end, int64_t pc, int64_t i0, int64_t mc,
-                       bool a_fresh) {
+    // b_fresh: B's block is not packed yet where b_in_kernel (the first of several MC blocks).
+    auto compute = [&](int64_t jc, int64_t jc_end, int64_t pc, int64_t i0, int64_t mc, bool a_fresh,
+                       bool b_fresh) {
       SharedPanels s;
+      s.b_fresh = b_in_kernel && b_fresh;
       s.jc = jc, s.jc_end = jc_end, s.pc = pc, s.i0 = i0, s.mc = mc;
       s.k0 = pc * KC, s.kc = std::max<int64_t>(0, std::min(KC, K - s.k0));
       s.a = abuf, s.b = bbuf, s.c = c, s.ldc = ldc;
@@ -247,18 +250,18 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
           for (int64_t jc = q0; jc < q1; jc += NCP) {
             const int64_t jc_end = std::min(q1, jc + NCP);
             pack_b(jc, jc_end, pc, a_in_kernel && jc == q0);
-            compute(jc, jc_end, pc, r0, r1 - r0, a_in_kernel && jc == q0);
+            compute(jc, jc_end, pc, r0, r1 - r0, a_in_kernel && jc == q0, true);
           }
         }
       } else {
         for (int64_t jc = q0; jc < q1; jc += NCP) {
           const int64_t jc_end = std::min(q1, jc + NCP);
           for (int64_t pc = pc0; pc < pc1; ++pc) {
-            pack_b(jc, jc_end, pc, false);  // all of it: b_in_kernel needs a_once
+            pack_b(jc, jc_end, pc, a_in_kernel);
             for (int64_t i0 = r0; i0 < r1; i0 += MC) {
               const int64_t mc = std::min(MC, r1 - i0);
               pack_a(pc, i0, mc);
-              compute(jc, jc_end, pc, i0, mc, a_in_kernel);
+              compute(jc, jc_end, pc, i0, mc, a_in_kernel, i0 == r0);
             }
           }
         }
