@@ -50,17 +50,21 @@ kiln::ThreadPool& pool2() {
 
 // A plan for c's problem on `threads` threads, checked on every pool; it must take `path`. A
 // "dot" case whose K is too short for the dot path to pay (dot_path_for; its bounds are checked
-// on their own below) must take another path, and is checked there.
+// on their own below) must take another path, and is checked there; one the dot path may take
+// instead of the packed path (dot_path_for's instead_of_packed) either.
 double check_case(Case& c, Isa isa, int threads, const char* path,
                   const CacheSizes* caches = nullptr) {
   auto plan = caches ? GemmPlan::make(c.problem(), isa, threads, false, *caches)
                      : GemmPlan::make(c.problem(), isa, threads);
   const std::string taken = path_taken(*plan, c, pool2());
+  const CacheSizes& plan_caches = caches ? *caches : host_cpu().caches;
   if (std::string(path) == "dot" &&
-      dot_path_for(c.problem(), isa, false, caches ? *caches : host_cpu().caches) == DotOver::none)
-    CHECK(taken != "dot");
-  else
+      dot_path_for(c.problem(), isa, false, plan_caches) == DotOver::none) {
+    if (dot_path_for(c.problem(), isa, false, plan_caches, true) == DotOver::none)
+      CHECK(taken != "dot");
+  } else {
     CHECK(taken == path);
+  }
   return worst_on_every_pool(*plan, c);
 }
 
@@ -147,6 +151,62 @@ TEST_CASE("x86 gemm: on cores that split 256-bit ops, x @ W.T takes the dot path
       Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4052, 0);
       CHECK(check_case(c, Isa::avx2, 2, "direct", &split) <= 1.0);
     }
+  }
+}
+
+TEST_CASE(
+    "x86 gemm: on cores that split 256-bit ops, x @ W.T of up to 32 rows takes the dot path "
+    "instead of the packed path",
+    "[x86][gemm][dot]") {
+  // dot_path.cpp (kDotMaxRowsOverPacked): AVX2 on split-256 cores, from 128 columns and K = 8 M,
+  // up to 32 rows where the problem would take the packed path (not instead of the direct
+  // kernels), up to 64 where W is larger than L3. Plans made on any host; run where it has AVX2.
+  CacheSizes split;  // the Zen 1's
+  split.split_256 = true;
+  split.l2_bytes = 512 << 10;
+  CacheSizes split_small_l3 = split;
+  split_small_l3.l3_bytes = 1 << 20;  // W of 300 x 1000 floats is past it
+  const CacheSizes whole = CacheSizes{};
+  auto path = [](Shape s, Isa isa, const CacheSizes& caches) {
+    Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4060, 0);
+    const std::string name =
+        GemmPlan::make(c.problem(), isa, 2, false, caches)->kernels().at(0).name;
+    return name.substr(0, name.find('_'));
+  };
+  CHECK(path({24, 1000, 1024}, Isa::avx2, split) == "dot");
+  CHECK(path({24, 1000, 1024}, Isa::avx2, whole) == "packed");
+  CHECK(path({32, 300, 512}, Isa::avx2, split) == "dot");
+  CHECK(path({17, 128, 256}, Isa::avx2, split) == "dot");
+  CHECK(path({33, 300, 512}, Isa::avx2, split) == "packed");
+  CHECK(path({24, 127, 1024}, Isa::avx2, split) != "dot");  // under 128 columns
+  CHECK(path({32, 300, 255}, Isa::avx2, split) != "dot");   // K under 8 M
+  CHECK(path({24, 128, 200}, Isa::avx2, split) == "direct");
+  CHECK(path({48, 300, 1000}, Isa::avx2, split_small_l3) == "dot");
+  CHECK(path({64, 300, 1000}, Isa::avx2, split_small_l3) == "dot");
+  CHECK(path({48, 300, 1000}, Isa::avx2, split) == "packed");
+  CHECK(path({65, 300, 1000}, Isa::avx2, split_small_l3) == "packed");
+  CHECK(path({48, 300, 1000}, Isa::avx512, split_small_l3) == "packed");  // AVX-512 keeps 32
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX2; x @ W.T of 17-64 rows on the dot path not run\n");
+    return;
+  }
+  // Odd rows (a pass's two rows and one left), K's vector tails, A's rows padded or reversed,
+  // W's rows padded, every epilogue, C's rows padded; plans for 2 threads run on every pool.
+  int variant = 0;
+  for (const auto& [s, caches] :
+       std::vector<std::pair<Shape, CacheSizes>>{{{17, 130, 300}, split},
+                                                 {{24, 200, 259}, split},
+                                                 {{31, 129, 520}, split},
+                                                 {{32, 160, 301}, split},
+                                                 {{47, 300, 1000}, split_small_l3},
+                                                 {{64, 140, 2000}, split_small_l3}}) {
+    Case c(s, variant % 2 ? Layout::padded : Layout::reversed_rows, Layout::transposed_padded,
+           kEpilogueCycle[variant % 4], uint32_t(4061 + variant), 5);
+    INFO(s.M << "x" << s.N << "x" << s.K << " variant " << variant);
+    auto plan = GemmPlan::make(c.problem(), Isa::avx2, 2, false, caches);
+    CHECK(path_taken(*plan, c, pool2()) == "dot");
+    CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+    ++variant;
   }
 }
 

@@ -21,6 +21,7 @@ struct CacheSizes {
   // before 30h; Hygon's family 18h). The dot path then pays only from a longer K (dot_path.cpp),
   // and K blocks are shorter (blocking.cpp, kSplit256MaxKc).
   bool split_256 = false;
+  int64_t l3_bytes = 32 << 20;  // shared by the cores
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

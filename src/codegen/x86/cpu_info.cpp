@@ -20,9 +20,11 @@ HostCpu detect() {
   h.avx512f = h.avx2_fma && cpu.hasFeature(F::kAVX512_F);
   h.caches.split_256 = (cpu.isVendor("AMD") && cpu.familyId() == 0x17 && cpu.modelId() < 0x30) ||
                        (cpu.isVendor("HYGON") && cpu.familyId() == 0x18);
-  // The L2 size the JIT's device info reads (it is also in the disk cache's device fingerprint).
+  // The L2 and L3 sizes the JIT's device info reads (L2's is also in the disk cache's device
+  // fingerprint).
   const kiln::CpuInfo& info = kiln::cpu_info();
   if (info.l2_bytes > 0) h.caches.l2_bytes = info.l2_bytes;
+  if (info.l3_bytes > 0) h.caches.l3_bytes = info.l3_bytes;
   // L1's ways where reported with a size they divide into whole sets of lines (else CacheSizes'
   // 8 ways of 4 KiB, the fewest seen on x86).
   const int64_t way_bytes = info.l1d_ways > 0 ? info.l1d_bytes / info.l1d_ways : 0;

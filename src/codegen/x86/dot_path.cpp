@@ -66,6 +66,23 @@ constexpr int64_t kDotRealignMinOuts = 256;
 constexpr int64_t kDotMaxRowsPairs = 16;
 constexpr int64_t kDotWideMinCols = 128;
 constexpr int64_t kDotMaxRowsWide[2] = {16, 32};  // [avx512]
+// On cores that split 256-bit ops, x @ W.T (from kDotWideMinCols columns, K >= 8 M) takes the
+// dot path instead of the packed path up to kDotMaxRowsOverPacked rows, and up to
+// kDotMaxRowsOverPackedBigW where W is larger than L3 (instead_of_packed: asked again just before
+// the packed path, so not instead of the direct paths, which won where they took the problem:
+// 24x128x200 0.56x, 17x128x200 0.62x, 17x128x136 0.56x). The packed path packs W on every call
+// by transposes (pack_b_panel_transposed: 14% of 32x1074x745's samples), and for few rows that
+// costs more than the dot kernels' horizontal sums. AMD EPYC Zen 1, paired plans on 2 threads
+// against the packed path: 17-32 rows, N 128-4096, K 256-2048 (75 shapes), 0.97-1.58x, median
+// about 1.25x (17x128x1024 1.55x, 24x128x384 1.58x, 32x4096x4096 1.33x, 32x11008x4096 1.34x,
+// 32x4096x11008 1.38x, 32x2048x2048 1.23x, 24x1000x1024 1.20x, 32x1074x745 1.02-1.05x; lowest
+// 32x600x256 0.97-0.99x, 25x300x1000 0.98x, 32x256x256 1.00x). Past 32 rows mixed where W fits
+// L3 (64x300x1000 0.89x, 64x512x600 0.91x, 64x1000x1024 1.03x, 48x1000x1024 1.06x, 56x160x700
+// 1.23x); beyond it 1.06-1.19x (33x4096x1024 1.19x, 40x8192x1024 1.18x, 48x2048x2048 1.17x,
+// 48x4096x4096 1.18x, 64x4096x4096 1.16x, 64x4096x2048 1.15x, 64x1536x1536 1.07x, 64x4096x512
+// 1.06x; 96x4096x4096 1.11x, 128x4096x1024 1.01x, not taken).
+constexpr int64_t kDotMaxRowsOverPacked = 32;
+constexpr int64_t kDotMaxRowsOverPackedBigW = 64;
 // Columns of B (DotOver::a_rows). Against the direct, direct_rows and packed paths (Zen 3, kiln /
 // OpenBLAS in separate processes, 2 threads): 2-4 columns 1.08-3.5x (4096x2x4096 1.79x -> 2.76x,
 // 2048x2x512 1.53x -> 3.59x, 300x2x300 1.50x -> 5.21x, 2048x3x2048 1.48x -> 3.21x, 300x4x300
@@ -184,7 +201,8 @@ int64_t dot_max_rows(int64_t N, Isa isa) {
 
 }  // namespace
 
-DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b, const CacheSizes& caches) {
+DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b, const CacheSizes& caches,
+                     bool instead_of_packed) {
   // A symbolic N or K is baked into every dot kernel; a symbolic M only into a_rows' (its
   // outputs), while b_rows' kernels take M's rows one to four at a time (dot_vecs and the rest,
   // for the blocks and the last block of either blocking: at most sixteen per N and K).
@@ -200,7 +218,10 @@ DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b, const Cach
       dot_fits(p.M == 1 ? 0 : p.a.row_stride, p.ldc, ld_res, p.K))
     return DotOver::a_rows;
   // Up to dot_max_rows rows of A against B's rows along K (not B's columns: the stream path's).
-  if (p.M <= dot_max_rows(p.N, isa) && p.b.row_stride == 1 && (p.N == 1 || p.b.col_stride != 1) &&
+  int64_t max_rows = dot_max_rows(p.N, isa);
+  if (instead_of_packed && caches.split_256 && isa == Isa::avx2 && p.N >= kDotWideMinCols)
+    max_rows = p.N * p.K * 4 > caches.l3_bytes ? kDotMaxRowsOverPackedBigW : kDotMaxRowsOverPacked;
+  if (p.M <= max_rows && p.b.row_stride == 1 && (p.N == 1 || p.b.col_stride != 1) &&
       p.K >= (p.N == 1 ? dot_min_k(p.M, 1, isa) : dot_min_k_b_rows(p.M, isa, caches)) &&
       dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, p.K))
     return DotOver::b_rows;

@@ -226,8 +226,10 @@ bool column_as_row_fits(const GemmProblem& p);
 GemmProblem row_problem_of_column(const GemmProblem& p);
 // The dot path's operand for p, or DotOver::none where it cannot run p or K is too short for it
 // to pay (dot_path.cpp) on the machine `caches` describes (the plan's; the host's is
-// host_cpu().caches).
-DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b, const CacheSizes& caches);
+// host_cpu().caches). instead_of_packed: asked again where p would otherwise take the packed
+// path, which some x @ W.T problems run slower than the dot path (kDotMaxRowsOverPacked).
+DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b, const CacheSizes& caches,
+                     bool instead_of_packed = false);
 // The columns of each of the skinny path's chunks of C (skinny_path.cpp) on T threads.
 int64_t skinny_chunk_cols(const GemmProblem& p, int64_t T, Isa isa);
 // Whether direct_k (small C, a long K; k_split.cpp) suits an M x N x K problem on T threads.
