@@ -39,11 +39,19 @@ __attribute__((target("avx512f"))) void pack_a_panel14_gather(const float* base,
                           _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base + k, 4));
 }
 
+// The low (h = 0) or high 128 bits of v.
+__attribute__((target("avx"), always_inline)) inline __m128 half128(__m256 v, int h) {
+  return h ? _mm256_extractf128_ps(v, 1) : _mm256_castps256_ps128(v);
+}
+
 // One full 6-row panel of a row-major A (AVX2's MR = 6), columns [0, kc): 6 rows x 8 columns at
-// a time through an 8x8 transpose (two rows unused), each column stored as 8 floats at its [k][6]
-// slot in increasing k, so the next column's store overwrites the two extra; the eighth column
-// stores 6. The scalar copy it replaces ran at about 1 float/ns on a Zen 3, which at 512^3 on two
-// threads is 5% of the GEMM.
+// a time. Each row's 8 floats hold columns k..k+3 and k+4..k+7 in their two 128-bit halves, so
+// transposes within the halves give rows 0-3 of a column in one half (and rows 4-5 in pairs),
+// stored to its [k][6] slot as 4 and 2 floats. The scalar copy it replaces ran at about 1
+// float/ns on a Zen 3, which at 512^3 on two threads is 5% of the GEMM. Against an 8x8
+// transpose's vperm2f128 (8 macro-ops on an AMD Zen 1) with 8-float stores, Zen 1, one thread,
+// A's panels of M x K in K blocks of kc: 90x512 (kc 256) 1.19x, 132x1024 (kc 1024) 1.19x,
+// 256x512 1.11x, 36x745 (kc 252) 1.14x, 1026x2048 (from memory) 1.09x.
 __attribute__((target("avx"))) void pack_a_panel6(const float* base, int64_t rs, int64_t kc,
                                                   float* d) {
   int64_t k = 0;
@@ -52,25 +60,24 @@ __attribute__((target("avx"))) void pack_a_panel6(const float* base, int64_t rs,
     const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + rs),
                  r2 = _mm256_loadu_ps(s + 2 * rs), r3 = _mm256_loadu_ps(s + 3 * rs),
                  r4 = _mm256_loadu_ps(s + 4 * rs), r5 = _mm256_loadu_ps(s + 5 * rs);
-    // t: pairs of rows interleaved; u: rows 0-3 (and 4-5 twice) per column, in each 128-bit half.
+    // t: pairs of rows interleaved (t4: rows 4-5 of columns 0-1 and 4-5; t5: 2-3 and 6-7); u[j]:
+    // rows 0-3 of column j (low half) and j + 4 (high half).
     const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
                  t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
                  t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
-                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
-                 u4 = _mm256_shuffle_ps(t4, t4, 0x44), u5 = _mm256_shuffle_ps(t4, t4, 0xee),
-                 u6 = _mm256_shuffle_ps(t5, t5, 0x44), u7 = _mm256_shuffle_ps(t5, t5, 0xee);
-    float* o = d + k * 6;
-    _mm256_storeu_ps(o + 0 * 6, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(o + 1 * 6, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(o + 2 * 6, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(o + 3 * 6, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(o + 4 * 6, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(o + 5 * 6, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(o + 6 * 6, _mm256_permute2f128_ps(u2, u6, 0x31));
-    const __m256 c7 = _mm256_permute2f128_ps(u3, u7, 0x31);
-    _mm_storeu_ps(o + 7 * 6, _mm256_castps256_ps128(c7));
-    _mm_storel_pi(reinterpret_cast<__m64*>(o + 7 * 6 + 4), _mm256_extractf128_ps(c7, 1));
+    const __m256 u[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xee),
+                         _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xee)};
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      float* o = d + (k + 4 * h) * 6;
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) _mm_storeu_ps(o + j * 6, half128(u[j], h));
+      const __m128 e01 = half128(t4, h), e23 = half128(t5, h);
+      _mm_storel_pi(reinterpret_cast<__m64*>(o + 0 * 6 + 4), e01);
+      _mm_storeh_pi(reinterpret_cast<__m64*>(o + 1 * 6 + 4), e01);
+      _mm_storel_pi(reinterpret_cast<__m64*>(o + 2 * 6 + 4), e23);
+      _mm_storeh_pi(reinterpret_cast<__m64*>(o + 3 * 6 + 4), e23);
+    }
   }
   for (; k < kc; ++k)
     for (int64_t r = 0; r < 6; ++r) d[k * 6 + r] = base[r * rs + k];
