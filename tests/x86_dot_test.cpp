@@ -155,8 +155,8 @@ TEST_CASE("x86 gemm: on cores that split 256-bit ops, x @ W.T takes the dot path
 }
 
 TEST_CASE(
-    "x86 gemm: on cores that split 256-bit ops, x @ W.T of up to 32 rows takes the dot path "
-    "instead of the packed path",
+    "x86 gemm: on cores that split 256-bit ops, x @ W.T of up to 32 rows (64 with W past L3) "
+    "takes the dot path instead of the packed path",
     "[x86][gemm][dot]") {
   // dot_path.cpp (kDotMaxRowsOverPacked): AVX2 on split-256 cores, from 128 columns and K = 8 M,
   // up to 32 rows where the problem would take the packed path (not instead of the direct

@@ -62,8 +62,9 @@ struct PackedBlocking {
   // B read in place with rows b_rs apart (unit column stride) by the first row tile's kernel call
   // over each whole panel of a block, which stores the packed panel as it goes (the calls over
   // the other row tiles read it); 0: B packed by pack_b_block before them. Only panel -> row tile
-  // (not rows_outer): each panel of a block is then run once, first row tile first. With several
-  // MC blocks, the first block's calls pack B's block for the others.
+  // (not rows_outer), each task over all of K (tk == 1): each panel of a block is then run once,
+  // first row tile first. With several MC blocks, the first block's calls pack B's block for the
+  // others.
   int64_t b_rs = 0;
 };
 
