@@ -250,7 +250,7 @@ void GemmPlan::Impl::run_packed(const GemmProblem& p, ThreadPool* pool,
           for (int64_t jc = q0; jc < q1; jc += NCP) {
             const int64_t jc_end = std::min(q1, jc + NCP);
             pack_b(jc, jc_end, pc, a_in_kernel && jc == q0);
-            compute(jc, jc_end, pc, r0, r1 - r0, a_in_kernel && jc == q0, true);
+            compute(jc, jc_end, pc, r0, r1 - r0, a_in_kernel && jc == q0, /*b_fresh=*/true);
           }
         }
       } else {
