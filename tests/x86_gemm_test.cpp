@@ -409,6 +409,40 @@ TEST_CASE("x86 gemm: activations over a wide input range", "[x86][gemm][epilogue
   }
 }
 
+TEST_CASE("x86 gemm: gelu is exactly x above 5.6 and 0 below -5.6, at any magnitude",
+          "[x86][gemm][epilogue]") {
+  // Past erf's clamp (vec_emit.cpp) the emitted ratio must come to exactly 1/2: one ulp more made
+  // gelu(-1e18) 6e10. K = 1 and A = 1 put B's values straight into the activation; 3 and 64 rows,
+  // 40 columns (a partial vector at the end).
+  const float big[] = {5.6f, 5.7f, 6.0f, 10.0f, 1e3f, 1e6f, 1e18f, 1e30f, 3e38f};
+  for (Isa isa : supported_isas()) {
+    for (int64_t M : {3, 64}) {
+      INFO(isa_name(isa) << " M " << M);
+      const int64_t N = 40;
+      std::vector<float> a(static_cast<size_t>(M), 1.0f), b(static_cast<size_t>(N)),
+          c(static_cast<size_t>(M * N));
+      for (int64_t j = 0; j < N; ++j) {
+        const float x = big[size_t(j / 2) % std::size(big)];
+        b[size_t(j)] = j % 2 ? -x : x;
+      }
+      GemmProblem p;
+      p.M = M, p.N = N, p.K = 1;
+      p.a = MatrixRef{a.data(), 1, 1};
+      p.b = MatrixRef{b.data(), N, 1};
+      p.c = c.data();
+      p.ldc = N;
+      p.epi.act = Activation::gelu;
+      gemm(p, pool2(), isa);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          const float x = b[size_t(j)];
+          INFO("x " << x);
+          CHECK(c[size_t(i * N + j)] == (x > 0 ? x : 0.0f));
+        }
+    }
+  }
+}
+
 TEST_CASE("x86 gemm: activations never compute on denormals", "[x86][gemm][epilogue]") {
   // An op with a denormal operand costs a microcode assist on Intel cores (~100+ cycles); a
   // gelu epilogue that made e^{-x^2/2} terms denormal ran 1.5x slower than the GEMM under it.

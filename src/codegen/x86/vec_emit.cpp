@@ -43,13 +43,25 @@ constexpr ConstTables make_tables() {
   // gelu_tanh(x) = x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) = x / (1 + exp(x (-K - K A x^2))).
   v[kGeluTanhNegK] = -1.5957691216057308f;
   v[kGeluTanhNegKA] = -1.5957691216057308f * 0.044715f;
-  // gelu's erf(y) = y P(y^2) / Q(y^2) on [-4, 4] (erf_rational.h, as the LLVM backend's erf):
-  // no exp, nothing that can underflow.
-  v[kRsqrt2] = 0.70710678118654752f;
-  v[kErfClampLo] = float(-erf_rational::kClamp);
-  v[kErfClampHi] = float(erf_rational::kClamp);
-  for (size_t i = 0; i < erf_rational::kP.size(); ++i) v[kErfP0 + i] = float(erf_rational::kP[i]);
-  for (size_t i = 0; i < erf_rational::kQ.size(); ++i) v[kErfQ0 + i] = float(erf_rational::kQ[i]);
+  // gelu(x) = x (1/2 + erf(y) / 2), y = x / sqrt 2, with erf(y) = y P(y^2) / Q(y^2)
+  // (erf_rational.h, as the LLVM backend's erf: no exp, nothing that can underflow). In terms of x:
+  // y^2 = x^2 / 2 scales the coefficient of degree d by 2^-d, and the factor 1 / (2 sqrt 2) of x P
+  // / 2 goes into P's: gelu(x) = x (1/2 + x P'(x^2) / Q'(x^2)), x clamped to [-5.6, 5.6] inside the
+  // ratio. At 5.6 (y = 3.96) erf is 1 to float precision and the ratio evaluates to exactly 1/2, so
+  // gelu is exactly x above 5.6 and 0 below -5.6, at any magnitude. (At erf_rational's y = 4, x
+  // = 5.657, it evaluates one ulp past 1/2: x = -1e18 then gave 6e10.)
+  constexpr double kRsqrt2 = 0.70710678118654752;
+  v[kGeluClampLo] = -5.6f;
+  v[kGeluClampHi] = 5.6f;
+  auto x_coefficient = [](double c, size_t degree, double factor) {
+    for (size_t d = 0; d < degree; ++d) c *= 0.5;
+    return float(c * factor);
+  };
+  const size_t np = erf_rational::kP.size(), nq = erf_rational::kQ.size();
+  for (size_t i = 0; i < np; ++i)
+    v[kGeluP0 + i] = x_coefficient(erf_rational::kP[i], np - 1 - i, 0.5 * kRsqrt2);
+  for (size_t i = 0; i < nq; ++i)
+    v[kGeluQ0 + i] = x_coefficient(erf_rational::kQ[i], nq - 1 - i, 1.0);
   for (int c = 0; c < kNumConsts; ++c)
     for (int l = 0; l < 16; ++l) t.consts[c][l] = v[c];
   for (int l = 0; l < 16; ++l) t.masks[l] = l < 8 ? -1 : 0;
@@ -267,22 +279,22 @@ void VecEmitter::activation(std::span<const ActLane> lanes, Activation act) {
       each([&](auto&, auto t) { a_.vaddps(t[0], t[0], cst(kOne)); });
       each([&](auto& x, auto t) { a_.vdivps(x, x, t[0]); });
       return;
-    case Activation::gelu: {  // 0.5 x (1 + erf(x / sqrt 2)), ~20 ops a lane
-      // (An A&S 7.1.26 erf with an exp took ~40, and its e^{-x^2/2} went denormal past |x| = 13.)
-      each([&](auto& x, auto t) { a_.vmulps(t[0], x, cst(kRsqrt2)); });
-      each([&](auto&, auto t) { a_.vmaxps(t[0], t[0], cst(kErfClampLo)); });
-      each([&](auto&, auto t) { a_.vminps(t[0], t[0], cst(kErfClampHi)); });  // y
-      each([&](auto&, auto t) { a_.vmulps(t[1], t[0], t[0]); });              // y^2
-      each([&](auto&, auto t) { a_.vmovaps(t[2], cst(kErfP0)); });
+    case Activation::gelu: {  // x (1/2 + x P'(x^2) / Q'(x^2)), x clamped in the ratio; 19 ops
+      // (An A&S 7.1.26 erf with an exp took ~40, and its e^{-x^2/2} went denormal past |x| = 13.
+      // The same ratio in y = x / sqrt 2 took two more multiplies, on the pipes the FMAs use.)
+      each([&](auto& x, auto t) { a_.vmaxps(t[0], x, cst(kGeluClampLo)); });
+      each([&](auto&, auto t) { a_.vminps(t[0], t[0], cst(kGeluClampHi)); });  // x clamped
+      each([&](auto&, auto t) { a_.vmulps(t[1], t[0], t[0]); });               // its square
+      each([&](auto&, auto t) { a_.vmovaps(t[2], cst(kGeluP0)); });
       for (int i = 1; i < 7; ++i)
-        each([&](auto&, auto t) { a_.vfmadd213ps(t[2], t[1], cst(ConstId(kErfP0 + i))); });
-      each([&](auto&, auto t) { a_.vmulps(t[2], t[2], t[0]); });  // y P(y^2)
-      each([&](auto&, auto t) { a_.vmovaps(t[3], cst(kErfQ0)); });
+        each([&](auto&, auto t) { a_.vfmadd213ps(t[2], t[1], cst(ConstId(kGeluP0 + i))); });
+      each([&](auto&, auto t) { a_.vmulps(t[2], t[2], t[0]); });  // x P'(x^2)
+      each([&](auto&, auto t) { a_.vmovaps(t[3], cst(kGeluQ0)); });
       for (int i = 1; i < 5; ++i)
-        each([&](auto&, auto t) { a_.vfmadd213ps(t[3], t[1], cst(ConstId(kErfQ0 + i))); });
-      each([&](auto&, auto t) { a_.vdivps(t[2], t[2], t[3]); });  // erf(y)
-      each([&](auto& x, auto) { a_.vmulps(x, x, cst(kHalf)); });
-      each([&](auto& x, auto t) { a_.vfmadd231ps(x, x, t[2]); });  // 0.5 x + 0.5 x erf(y)
+        each([&](auto&, auto t) { a_.vfmadd213ps(t[3], t[1], cst(ConstId(kGeluQ0 + i))); });
+      each([&](auto&, auto t) { a_.vdivps(t[2], t[2], t[3]); });  // erf(y) / 2
+      each([&](auto&, auto t) { a_.vaddps(t[2], t[2], cst(kHalf)); });
+      each([&](auto& x, auto t) { a_.vmulps(x, x, t[2]); });
       return;
     }
   }

@@ -47,13 +47,12 @@ enum ConstId : int32_t {
   kExpP7 = kExpP0 + 7,
   kGeluTanhNegK,
   kGeluTanhNegKA,
-  kRsqrt2,
-  kErfClampLo,  // erf's argument bounded to [-4, 4] (erf is +-1 to float precision beyond)
-  kErfClampHi,
-  kErfP0,  // kErfP0..kErfP6, kErfQ0..kErfQ4: erf_rational.h's kP and kQ
-  kErfP6 = kErfP0 + 6,
-  kErfQ0,
-  kErfQ4 = kErfQ0 + 4,
+  kGeluClampLo,  // gelu's x bounded to [-5.6, 5.6] in its erf (+-1 beyond; vec_emit.cpp)
+  kGeluClampHi,
+  kGeluP0,  // kGeluP0..kGeluP6, kGeluQ0..kGeluQ4: erf_rational.h's kP and kQ in terms of x^2
+  kGeluP6 = kGeluP0 + 6,
+  kGeluQ0,
+  kGeluQ4 = kGeluQ0 + 4,
   kNumConsts
 };
 
