@@ -809,6 +809,41 @@ TEST_CASE("x86 gemm: a thread's last plan serves only the identical problem",
   CHECK(failures.load() == 0);
 }
 
+TEST_CASE("x86 gemm: packed edge tiles of fewer columns than rows (AVX2's narrow K loop)",
+          "[x86][gemm][blocking]") {
+  // AVX2's packed edge tiles of 1-4 columns and more rows run their K loop on A's micro-panel as
+  // one vector per k-step, into a vector per column, transposed into rows at the end (their
+  // columns pass through the red zone: [rsp-128]). Every N edge 1-5 (5 keeps the usual loop), M
+  // edges 0-5, K blocks with each count of k-steps modulo the unroll (the last k-step runs after
+  // the loops), with and without the epilogue; A transposed keeps the long K off the direct paths.
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX2+FMA; the narrow edge tiles test not run\n");
+    return;
+  }
+  // (Short K takes the packed path only with a large C and A's rows unit-stride.)
+  const int64_t ks[] = {1, 2, 3, 4, 5, 600, 601, 602, 603};
+  int variant = 0;
+  for (int64_t n = 1; n <= 5; ++n) {
+    for (int64_t K : ks) {
+      const Shape s =
+          K < 600 ? Shape{1000 + variant % 6, 1008 + n, K} : Shape{60 + variant % 6, 96 + n, K};
+      const bool epi = variant % 2 == 1;
+      const EpiKind e{epi ? Activation::gelu : Activation::none, epi, epi, epi};
+      INFO(s.M << "x" << s.N << "x" << s.K << " epilogue " << epi);
+      Case c(s, K < 600 ? Layout::row_major : Layout::transposed, Layout::row_major, e,
+             uint32_t(9900 + variant));
+      const GemmProblem p = c.problem();
+      auto plan = GemmPlan::make(p, Isa::avx2, 2);
+      CHECK((listing_of(*plan).find("[rsp-128]") != std::string::npos) == (n <= 4));
+      const GemmStats before = stats();
+      plan->run(p, pool2());
+      CHECK(stats().packed_calls == before.packed_calls + 1);
+      CHECK(c.max_violation() <= 1.0);
+      ++variant;
+    }
+  }
+}
+
 TEST_CASE("x86 gemm: large blocking (threads split M or N, several MC, NC and K blocks)",
           "[x86][gemm][blocking]") {
   // Each thread owns a block of C and packs its own A (MC x KC) and B (KC x NC) blocks: shapes that

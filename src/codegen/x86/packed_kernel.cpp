@@ -1,6 +1,7 @@
 // The BLIS microkernel generator: C[rows x cols] (+)= Apanel[kc][MR] * Bpanel[kc][NR], with the
 // epilogue on the last K block. Accumulators stay in registers for the whole K loop (unrolled 4x);
-// edge tiles are separate kernels with fewer row registers and masked column stores.
+// edge tiles are separate kernels with fewer row registers and masked column stores (on AVX2 those
+// of fewer columns than rows run their K loop on A's rows as one vector: `narrow` below).
 #include "codegen/x86/generators.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
@@ -15,6 +16,9 @@ namespace {
 
 constexpr int kUnroll = kPackedUnrollK;
 constexpr int kBPrefetchSteps = 16;
+// The widest edge tile the narrow K loop takes (its column vectors spill to the 128-byte red
+// zone, 32 bytes each, to be transposed into rows).
+constexpr int kNarrowMaxCols = 4;
 
 int32_t arg(size_t offset) { return static_cast<int32_t>(offset); }
 
@@ -74,6 +78,20 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
                 col_offset = ax::qword_ptr(ax::rsp, -24), panels_left = ax::qword_ptr(ax::rsp, -32),
                 saved_b = ax::qword_ptr(ax::rsp, -40);
   asmjit::Label panel_top = a.newLabel();
+  // narrow: an AVX2 edge tile of fewer columns than rows runs its K loop the other way round, on
+  // A's micro-panel (the MR rows of a k-step, one vector) times a broadcast of each B element, into
+  // a vector per column: cols FMAs a k-step instead of rows. The columns are transposed into the
+  // row registers after the loop, and the epilogue is the same. A vector of A reads 8 floats, two
+  // of the next k-step's (lanes never stored), but the last k-step's reads exactly MR. Sets of
+  // accumulators over alternate k-steps keep at least 4 FMA chains.
+  const bool narrow = !avx512 && !packs_a && !packs_b && !loop_panels && d.cols < mr &&
+                      d.cols <= kNarrowMaxCols && d.MR <= vl;
+  const int ncols = int(d.cols);
+  const int nsets = ncols == 1 ? 4 : 2;
+  auto col_acc = [&](int j, int set) { return v.vec(set * ncols + j); };
+  const ax::Vec avec = v.vec(nsets * ncols);
+  auto bcn = [&](int j) { return v.vec(nsets * ncols + 1 + j % 2); };
+  const int ksets = narrow ? nsets : sets;
   if (loop_panels) {
     a.mov(saved_a, ra);
     a.mov(saved_c, rc);
@@ -99,7 +117,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
     prefetch_c_row(bias);
     if (i + 1 < mr) a.add(bias, rem);
   }
-  for (int i = 0; i < sets * nacc; ++i) v.zero(v.vec(i));
+  for (int i = 0; i < (narrow ? nsets * ncols : sets * nacc); ++i) v.zero(v.vec(i));
 
   // B's panel is the streamed operand (too big for L1 at the usual KC, and on a panel's first use
   // it comes from L3): prefetched kBPrefetchSteps k-steps ahead, line by line. Measured on a
@@ -108,7 +126,23 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   // B's k-step u: its row in place (packs_b), else in the panel.
   const int64_t b_step = packs_b ? d.b_rs : d.NR;
   const int prefetch_steps = packs_b ? kPackedBSourcePrefetchSteps : kBPrefetchSteps;
+  // The narrow K loop's k-step u (safe: A's vector loads exactly MR floats).
+  auto narrow_body = [&](int u, int set, bool safe) {
+    const int32_t ahead = int32_t((prefetch_steps + u) * b_step * 4);
+    for (int32_t line = 0; line < int32_t(d.NR * 4); line += 64)
+      a.prefetcht0(ax::ptr(rb, ahead + line));
+    const ax::Mem am = ax::ptr(ra, int32_t(u * d.MR * 4));
+    if (safe)
+      v.load_masked(avec, am, int(d.MR));
+    else
+      a.vmovups(avec, am);
+    for (int j = 0; j < ncols; ++j) {
+      a.vbroadcastss(bcn(j), ax::dword_ptr(rb, int32_t((u * d.NR + j) * 4)));
+      a.vfmadd231ps(col_acc(j, set), avec, bcn(j));
+    }
+  };
   auto body = [&](int u, int set) {
+    if (narrow) return narrow_body(u, set, false);
     // The row prefetch_steps ahead, line by line (AVX2's 16-float row is one); in place (packs_b)
     // a row need not start on a line: its last float's line too.
     const int32_t ahead = int32_t((prefetch_steps + u) * b_step * 4);
@@ -162,11 +196,18 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   // KILN_ISA=avx2 1.00-1.02x. Each row over the whole K loop instead (wrapping every mr
   // iterations) was 0.94x at 256^3 and 0.98x at 2048^3; two rows per iteration over the last mr / 2
   // 1.05-1.10x on the short-K shapes.
+  // narrow: the loops run kc - 1 k-steps, the last one after them.
+  asmjit::Label narrow_end = a.newLabel();
+  if (narrow) {
+    a.test(cnt, cnt);
+    a.jz(narrow_end);
+    a.dec(cnt);
+  }
   a.shr(cnt, 2);
   a.jz(rem_start);
   a.align(asmjit::AlignMode::kCode, 16);
   a.bind(main_loop);
-  for (int u = 0; u < kUnroll; ++u) body(u, u % sets);
+  for (int u = 0; u < kUnroll; ++u) body(u, u % ksets);
   a.prefetcht1(ax::ptr(res));
   a.add(res, 64);
   {
@@ -185,6 +226,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   a.jnz(main_loop);
   a.bind(rem_start);
   a.mov(rem, ax::ptr(args, arg(offsetof(KernelArgs, kc))));
+  if (narrow) a.dec(rem);
   a.and_(rem, kUnroll - 1);
   a.jz(done);
   a.bind(rem_loop);
@@ -196,7 +238,21 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   a.dec(rem);
   a.jnz(rem_loop);
   a.bind(done);
-  if (sets == 2)
+  if (narrow) {
+    narrow_body(0, 0, true);
+    a.bind(narrow_end);
+    // The sets summed; each column's vector to the red zone, and each row's elements back.
+    for (int set = 1; set < nsets; ++set)
+      for (int j = 0; j < ncols; ++j) a.vaddps(col_acc(j, 0), col_acc(j, 0), col_acc(j, set));
+    for (int j = 0; j < ncols; ++j) a.vmovups(ax::ptr(ax::rsp, -128 + 32 * j), col_acc(j, 0));
+    for (int i = 0; i < mr; ++i) {
+      const ax::Xmm row = acc(i, 0).xmm();
+      a.vmovss(row, ax::dword_ptr(ax::rsp, -128 + 4 * i));
+      for (int j = 1; j < ncols; ++j)
+        a.vinsertps(row, row, ax::dword_ptr(ax::rsp, -128 + 32 * j + 4 * i), uint8_t(j << 4));
+    }
+  }
+  if (sets == 2 && !narrow)
     for (int i = 0; i < mr; ++i)
       for (int j = 0; j < nv; ++j) a.vaddps(acc(i, j), acc(i, j), acc_in(1, i, j));
   if (loop_panels) a.mov(saved_b, rb);
