@@ -126,11 +126,17 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   // B's k-step u: its row in place (packs_b), else in the panel.
   const int64_t b_step = packs_b ? d.b_rs : d.NR;
   const int prefetch_steps = packs_b ? kPackedBSourcePrefetchSteps : kBPrefetchSteps;
-  // The narrow K loop's k-step u (safe: A's vector loads exactly MR floats).
-  auto narrow_body = [&](int u, int set, bool safe) {
+  // B's row of k-step u prefetch_steps ahead, line by line (AVX2's 16-float row is one); in place
+  // (packs_b) a row need not start on a line: its last float's line too.
+  auto prefetch_b_row = [&](int u) {
     const int32_t ahead = int32_t((prefetch_steps + u) * b_step * 4);
     for (int32_t line = 0; line < int32_t(d.NR * 4); line += 64)
       a.prefetcht0(ax::ptr(rb, ahead + line));
+    if (packs_b) a.prefetcht0(ax::ptr(rb, ahead + int32_t(d.NR * 4 - 4)));
+  };
+  // The narrow K loop's k-step u (safe: A's vector loads exactly MR floats).
+  auto narrow_body = [&](int u, int set, bool safe) {
+    prefetch_b_row(u);
     const ax::Mem am = ax::ptr(ra, int32_t(u * d.MR * 4));
     if (safe)
       v.load_masked(avec, am, int(d.MR));
@@ -143,12 +149,7 @@ void emit_packed_kernel(ax::Assembler& a, const KernelDesc& d) {
   };
   auto body = [&](int u, int set) {
     if (narrow) return narrow_body(u, set, false);
-    // The row prefetch_steps ahead, line by line (AVX2's 16-float row is one); in place (packs_b)
-    // a row need not start on a line: its last float's line too.
-    const int32_t ahead = int32_t((prefetch_steps + u) * b_step * 4);
-    for (int32_t line = 0; line < int32_t(d.NR * 4); line += 64)
-      a.prefetcht0(ax::ptr(rb, ahead + line));
-    if (packs_b) a.prefetcht0(ax::ptr(rb, ahead + int32_t(d.NR * 4 - 4)));
+    prefetch_b_row(u);
     for (int j = 0; j < nv; ++j)
       a.vmovups(breg(j), ax::ptr(rb, int32_t((u * b_step + j * vl) * 4)));
     if (packs_b)
