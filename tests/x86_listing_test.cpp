@@ -148,8 +148,9 @@ TEST_CASE("x86 direct kernels: B's prefetches stay within the last K block", "[x
         ++n;
       return n;
     };
-    // The K loops count down rbx.
-    auto prefetches = [&](const std::string& l) { return count(l, "prefetcht0"); };
+    // The K loops count down rbx; B's running pointer is rax (A's next rows and C's tile below
+    // are prefetched too: see the next test).
+    auto prefetches = [&](const std::string& l) { return count(l, "prefetcht0 [rax"); };
     auto loops = [&](const std::string& l) { return count(l, "dec rbx"); };
     d.accumulate = 1;
     d.last = 0;
@@ -161,5 +162,67 @@ TEST_CASE("x86 direct kernels: B's prefetches stay within the last K block", "[x
     CHECK(loops(middle) == 1);
     CHECK(prefetches(last) == 4);
     CHECK(loops(last) == 2);
+  }
+}
+
+TEST_CASE("x86 direct kernels prefetch A's next rows and C's tile below", "[x86][listing]") {
+  // 12 x 64 x K, A's rows 64 floats apart: AVX2 two row blocks of 6 (6 x 16 tiles), AVX-512 one
+  // of 12 (12 x 32). A's running pointer is r11; C's tile is at rcx + r10.
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    const DirectTiling tiling = direct_tiling(isa == Isa::avx512, 12, 64, 0);
+    const int64_t blocks = (12 + tiling.rows_max - 1) / tiling.rows_max;
+    REQUIRE(12 % blocks == 0);
+    const int64_t mr = 12 / blocks, W = tiling.vectors * (isa == Isa::avx512 ? 16 : 8);
+    REQUIRE(mr == (isa == Isa::avx512 ? 12 : 6));
+    for (int64_t K : {16, 64, 67}) {
+      KernelDesc d;
+      d.kind = KernelKind::direct;
+      d.isa = int64_t(isa);
+      d.rows = 12;
+      d.cols = 64;
+      d.K = K;
+      d.a_rs = 64;
+      d.a_cs = 1;
+      d.b_rs = 64;
+      d.ldc = 64;
+      d.last = 1;
+      const std::string& l = kernel_listing(get_kernel(d));
+      INFO(isa_name(isa) << " K " << K << "\n" << l.substr(0, 4000));
+      std::vector<std::string> a_pf, c_pf;
+      for (size_t at = l.find("prefetcht0 ["); at != std::string::npos;
+           at = l.find("prefetcht0 [", at + 1)) {
+        const std::string op = l.substr(at + 12, l.find(']', at) - at - 12);
+        if (op.rfind("r11+", 0) == 0) a_pf.push_back(op.substr(4));
+        if (op.rfind("rcx+r10+", 0) == 0) c_pf.push_back(op.substr(8));
+      }
+      if (K <= 16) {
+        // Fully unrolled K: no prefetches (a problem that small runs from cache).
+        CHECK(a_pf.empty());
+        CHECK(c_pf.empty());
+        continue;
+      }
+      // A: in the first tile's K loop only, k-step u of each iteration taking the next block's
+      // rows mr + i with i % kDirectUnrollK == u; K's remainder steps (K = 67: 3) again.
+      std::vector<std::string> want;
+      auto a_steps = [&](int64_t steps) {
+        for (int64_t u = 0; u < steps; ++u)
+          for (int64_t i = u; i < mr; i += kDirectUnrollK)
+            want.push_back(std::to_string((mr + i) * 256 + u * 4));
+      };
+      a_steps(kDirectUnrollK);
+      a_steps(K % kDirectUnrollK);
+      CHECK(a_pf == want);
+      // C: each tile emitted (the first, then the loop's over the other full tiles) prefetches
+      // the mr rows below it: each 64 bytes of the tile's row, and its last float.
+      const int64_t tiles = 64 / W > 1 ? 2 : 1;
+      want.clear();
+      for (int64_t t = 0; t < tiles; ++t)
+        for (int64_t i = 0; i < mr; ++i) {
+          for (int64_t off = 0; off < W * 4; off += 64)
+            want.push_back(std::to_string((mr + i) * 256 + off));
+          want.push_back(std::to_string((mr + i) * 256 + W * 4 - 4));
+        }
+      CHECK(c_pf == want);
+    }
   }
 }
