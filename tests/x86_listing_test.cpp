@@ -165,62 +165,99 @@ TEST_CASE("x86 direct kernels: B's prefetches stay within the last K block", "[x
   }
 }
 
-TEST_CASE("x86 direct kernels prefetch A's next rows and C's tile below", "[x86][listing]") {
-  // 12 x 64 x K, A's rows 64 floats apart: AVX2 two row blocks of 6 (6 x 16 tiles), AVX-512 one
-  // of 12 (12 x 32). A's running pointer is r11; C's tile is at rcx + r10.
+TEST_CASE("x86 direct kernels prefetch rows ahead within the kernel's rows", "[x86][listing]") {
+  // Every block's prefetched rows stay within M, and are the next block's where enough follow.
   for (Isa isa : {Isa::avx512, Isa::avx2}) {
-    const DirectTiling tiling = direct_tiling(isa == Isa::avx512, 12, 64, 0);
-    const int64_t blocks = (12 + tiling.rows_max - 1) / tiling.rows_max;
-    REQUIRE(12 % blocks == 0);
-    const int64_t mr = 12 / blocks, W = tiling.vectors * (isa == Isa::avx512 ? 16 : 8);
-    REQUIRE(mr == (isa == Isa::avx512 ? 12 : 6));
-    for (int64_t K : {16, 64, 67}) {
+    for (int64_t M = 2; M <= 120; ++M) {
+      const DirectTiling t = direct_tiling(isa == Isa::avx512, M, 64, 0);
+      const int64_t blocks = (M + t.rows_max - 1) / t.rows_max, hi = (M + blocks - 1) / blocks;
+      const int64_t n_hi = M - blocks * (hi - 1);
+      int64_t row = 0;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const bool first_group = b < n_hi;
+        const int64_t rows = first_group ? hi : hi - 1;
+        const int64_t left = first_group ? n_hi - b : blocks - b;
+        const int64_t after = first_group ? (blocks - n_hi) * (hi - 1) : 0;
+        const int64_t at = row + direct_prefetch_row(rows, left, after, hi);
+        INFO(isa_name(isa) << " M " << M << " block " << b << " at row " << row);
+        CHECK(at >= 0);
+        CHECK(at + hi <= M);
+        if (row + rows + hi <= M) CHECK(at == row + rows);
+        row += rows;
+      }
+      CHECK(row == M);
+    }
+  }
+  // The kernels: 28 x 64 x K, A's rows 64 floats apart, blocks of 6, 6, 6, 5, 5 on both ISAs
+  // (AVX2 6 x 16 tiles, AVX-512 6 x 64). The row offset is rbp, bytes from it r15 (C's tile: its
+  // address), A's running pointer r11, the column offset r10, the block loop's counter r12.
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    const DirectTiling tiling = direct_tiling(isa == Isa::avx512, 28, 64, 0);
+    REQUIRE(tiling.rows_max == 6);
+    const int64_t W = tiling.vectors * (isa == Isa::avx512 ? 16 : 8);
+    for (int64_t K : {16, 64, 67, 400}) {
       KernelDesc d;
       d.kind = KernelKind::direct;
       d.isa = int64_t(isa);
-      d.rows = 12;
+      d.rows = 28;
       d.cols = 64;
       d.K = K;
-      d.a_rs = 64;
+      d.a_rs = K;
       d.a_cs = 1;
       d.b_rs = 64;
       d.ldc = 64;
       d.last = 1;
       const std::string& l = kernel_listing(get_kernel(d));
-      INFO(isa_name(isa) << " K " << K << "\n" << l.substr(0, 4000));
+      INFO(isa_name(isa) << " K " << K << "\n" << l.substr(0, 6000));
       std::vector<std::string> a_pf, c_pf;
+      int other = 0;
       for (size_t at = l.find("prefetcht0 ["); at != std::string::npos;
            at = l.find("prefetcht0 [", at + 1)) {
         const std::string op = l.substr(at + 12, l.find(']', at) - at - 12);
-        if (op.rfind("r11+", 0) == 0) a_pf.push_back(op.substr(4));
-        if (op.rfind("rcx+r10+", 0) == 0) c_pf.push_back(op.substr(8));
+        // The displacement after the two registers ("+disp", none for 0).
+        auto disp = [&] { return op.size() == 7 ? std::string("0") : op.substr(8); };
+        if (op.rfind("r11+r15", 0) == 0)
+          a_pf.push_back(disp());
+        else if (op.rfind("r15+r10", 0) == 0)
+          c_pf.push_back(disp());
+        else
+          ++other;
       }
+      CHECK(other == 0);
       if (K <= 16) {
         // Fully unrolled K: no prefetches (a problem that small runs from cache).
         CHECK(a_pf.empty());
         CHECK(c_pf.empty());
+        CHECK(l.find("rbp") == std::string::npos);
         continue;
       }
-      // A: in the first tile's K loop only, k-step u of each iteration taking the next block's
-      // rows mr + i with i % kDirectUnrollK == u; K's remainder steps (K = 67: 3) again.
+      // Each block height's loop sets the row offset from its counter.
+      CHECK(l.find("imul rbp, r12, 6") != std::string::npos);
+      CHECK(l.find("add rbp, 4") != std::string::npos);  // 10 rows after, less 6
+      CHECK(l.find("imul rbp, r12, 5") != std::string::npos);
+      CHECK(l.find("add rbp, -6") != std::string::npos);
+      CHECK(l.find("cmovg rbp, r15") != std::string::npos);
+      // A (6 rows of K floats: at most 8 KiB, so K = 400 prefetches none): in each block height's
+      // first tile, k-step u of each K-loop iteration taking rows i with i % kDirectUnrollK == u,
+      // and K's remainder steps (K = 67: 3) again.
       std::vector<std::string> want;
       auto a_steps = [&](int64_t steps) {
         for (int64_t u = 0; u < steps; ++u)
-          for (int64_t i = u; i < mr; i += kDirectUnrollK)
-            want.push_back(std::to_string((mr + i) * 256 + u * 4));
+          for (int64_t i = u; i < 6; i += kDirectUnrollK)
+            want.push_back(std::to_string(i * K * 4 + u * 4));
       };
-      a_steps(kDirectUnrollK);
-      a_steps(K % kDirectUnrollK);
+      if (6 * K * 4 <= 8192)
+        for (int g = 0; g < 2; ++g) a_steps(kDirectUnrollK), a_steps(K % kDirectUnrollK);
       CHECK(a_pf == want);
-      // C: each tile emitted (the first, then the loop's over the other full tiles) prefetches
-      // the mr rows below it: each 64 bytes of the tile's row, and its last float.
-      const int64_t tiles = 64 / W > 1 ? 2 : 1;
+      // C: each tile emitted (each block height's first, then where more full tiles follow the
+      // loop's over them) prefetches the 6 rows: each 64 bytes of the tile's row, its last float.
+      const int64_t tiles = 2 * (64 / W > 1 && 6 * K * 4 <= 8192 ? 2 : 1);
       want.clear();
       for (int64_t t = 0; t < tiles; ++t)
-        for (int64_t i = 0; i < mr; ++i) {
+        for (int64_t i = 0; i < 6; ++i) {
           for (int64_t off = 0; off < W * 4; off += 64)
-            want.push_back(std::to_string((mr + i) * 256 + off));
-          want.push_back(std::to_string((mr + i) * 256 + W * 4 - 4));
+            want.push_back(std::to_string(i * 256 + off));
+          want.push_back(std::to_string(i * 256 + W * 4 - 4));
         }
       CHECK(c_pf == want);
     }

@@ -30,17 +30,18 @@ class DirectGen {
 
  private:
   void row_block(int mr, int nv_full);
-  // prefetch_a: the tile also prefetches the next row block's rows of A (prefetch_next_rows).
+  // prefetch_a: the tile also prefetches the next row block's rows of A (pf_a_).
   void tile(int mr, int nv, int last_n, bool prefetch_a);
   // looped: A and B from the K loop's running pointers; prefetch: B's rows b_prefetch ahead;
   // prefetch_a: a share of the next row block's rows of A at this k-step's column.
   void k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool prefetch, bool prefetch_a);
-  // Whether a row block's first tile prefetches the next block's rows of A: where A's rows are
-  // runs of K floats (unit column stride) and the kernel walks row blocks outer.
-  bool prefetch_next_rows() const { return d_.a_cs == 1 && !d_.cols_outer; }
-  // The first lines of the C tile below (the next row block's, at the same columns) into L1:
-  // stores to lines not in cache wait on memory.
-  void prefetch_c_below(int mr, int nv);
+  // pf_off_ = the first row (from the current block's) of the pf_rows_ rows to prefetch
+  // (direct_prefetch_row): the blocks of this height left are icnt_ where they loop, else 1;
+  // after: rows in later blocks of another height.
+  void set_prefetch_rows(int64_t rows, bool looped, int64_t after);
+  // The C tile at pf_off_ rows below (its first lines) into L1: stores to lines not in cache
+  // wait on memory.
+  void prefetch_c_below(int nv);
   // Registers after the accumulators: mr == 1: broadcast, temp; else B vectors, broadcast. The
   // epilogue's four temporaries start at the first of them.
   int regs_used(int mr, int nv) const { return nacc_ + std::max(4, mr == 1 ? 2 : nv + 1); }
@@ -56,8 +57,18 @@ class DirectGen {
   const ax::Gp args_ = ax::rdi, ai_ = ax::rsi, b_ = ax::rdx, ci_ = ax::rcx, ri_ = ax::r8,
                bias_ = ax::r9, col_ = ax::r10, ak_ = ax::r11, bk_ = ax::rax, kcnt_ = ax::rbx,
                icnt_ = ax::r12, cs_ = ax::r14;
+  // Prefetching A's and C's rows ahead (tile()): the row offset pf_off_ and a temporary, both
+  // saved by the kernels that prefetch.
+  const ax::Gp pf_off_ = ax::rbp, pf_tmp_ = ax::r15;
   int nacc_ = 0;
+  int64_t pf_rows_ = 0;  // rows of C (and A) prefetched ahead; 0: none
+  bool pf_a_ = false;    // A's too (a row block's first tile, in its K loop)
 };
+
+// A's rows are prefetched a row block ahead where that block's rows take at most this many bytes
+// (a quarter of the smallest L1 data cache): further ahead the lines fell out of L1 before their
+// use, and 4096x16x4096 (A's rows 16 KiB long) ran 0.69x.
+constexpr int64_t kDirectPrefetchRowBytes = 8 << 10;
 
 ax::Vec acc_reg(const VecEmitter& v, int nv, int i, int j) { return v.vec(i * nv + j); }
 
@@ -86,12 +97,13 @@ void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool 
     }
     return;
   }
-  // The next row block's rows at this k-step's column: the K loop's k-step u of each iteration
-  // takes the rows i with i % kUnroll == u, so that every line of those rows is prefetched as the
-  // running pointer passes it (each kUnroll times: a line holds 16 k-steps' floats).
-  if (prefetch_a && looped && mr > 1)
-    for (int i = int(k % kUnroll); i < mr; i += kUnroll)
-      a_.prefetcht0(ax::ptr(ak_, adisp + int32_t((mr + i) * d_.a_rs * 4)));
+  // The rows ahead (pf_tmp_ holds their offset in bytes) at this k-step's column: the K loop's
+  // k-step u of each iteration takes the rows i with i % kUnroll == u, so that every line of
+  // those rows is prefetched as the running pointer passes it (each kUnroll times: a line holds
+  // 16 k-steps' floats).
+  if (prefetch_a && looped)
+    for (int64_t i = k % kUnroll; i < pf_rows_; i += kUnroll)
+      a_.prefetcht0(ax::ptr(ak_, pf_tmp_, 0, adisp + int32_t(i * d_.a_rs * 4)));
   // B's lines d_.b_prefetch rows ahead (rows far apart, from L3 or memory: see the skinny path).
   if (looped && prefetch && d_.b_prefetch > 0)
     for (int j = 0; j < nv; ++j)
@@ -118,13 +130,29 @@ void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool 
   }
 }
 
-void DirectGen::prefetch_c_below(int mr, int nv) {
+void DirectGen::set_prefetch_rows(int64_t rows, bool looped, int64_t after) {
+  if (!looped) {
+    a_.mov(pf_off_, direct_prefetch_row(rows, 1, after, pf_rows_));
+    return;
+  }
+  // direct_prefetch_row(rows, icnt_, after, pf_rows_)
+  a_.imul(pf_off_, icnt_, int32_t(rows));
+  if (after != pf_rows_) a_.add(pf_off_, int32_t(after - pf_rows_));
+  a_.mov(pf_tmp_, rows);
+  a_.cmp(pf_off_, pf_tmp_);
+  a_.cmovg(pf_off_, pf_tmp_);
+}
+
+void DirectGen::prefetch_c_below(int nv) {
+  a_.imul(pf_tmp_, pf_off_, int32_t(d_.ldc * 4));
+  a_.add(pf_tmp_, ci_);
   const int32_t bytes = nv * vl_ * 4;
-  for (int i = 0; i < mr; ++i) {
-    const int32_t row = int32_t((mr + i) * d_.ldc * 4);
+  for (int64_t i = 0; i < pf_rows_; ++i) {
+    const int32_t row = int32_t(i * d_.ldc * 4);
     // Each 64 bytes of the tile's row, and its last float (the row need not start a line).
-    for (int32_t off = 0; off < bytes; off += 64) a_.prefetcht0(ax::ptr(ci_, col_, 0, row + off));
-    a_.prefetcht0(ax::ptr(ci_, col_, 0, row + bytes - 4));
+    for (int32_t off = 0; off < bytes; off += 64)
+      a_.prefetcht0(ax::ptr(pf_tmp_, col_, 0, row + off));
+    a_.prefetcht0(ax::ptr(pf_tmp_, col_, 0, row + bytes - 4));
   }
 }
 
@@ -135,19 +163,13 @@ void DirectGen::tile(int mr, int nv, int last_n, bool prefetch_a) {
   for (int i = 0; i < nacc_; ++i) v_.zero(v_.vec(i));
   // Where A, B and C come from memory (a batch of problems each run once, as attention's q @ k.T
   // and p @ v), a problem's first touch of each line of A and C waited on it. So each tile brings
-  // in the C tile below it, and a row block's first tile the next block's rows of A; past the
-  // last block these are the next problem's, where a batch lies contiguous (prefetches never
-  // fault). AMD Zen 1, one thread, 96 problems in turn against one problem 96 times: 128x128x64
-  // with B transposed 1.13x -> 1.08x the time, 128x64x128 1.15x -> 1.06x; the batch on 2
-  // threads (gemm_batched) 1.07x and 1.06x faster; one problem again and again 0.5% slower
-  // (64^3, 100^3).
-  // Not for K up to 16 (a tile's K steps fully unrolled): a problem that small runs mostly from
-  // cache, where the prefetches only take load slots (16^3 runs 200 ns); nor for one row (GEMV).
+  // in the C tile below it, and a row block's first tile the next block's rows of A (see emit()).
   const int64_t K = d_.K;
   if (K <= kFullUnrollK) {
     for (int64_t k = 0; k < K; ++k) k_step(mr, nv, last_n, k, false, false, false);
   } else {
-    if (mr > 1) prefetch_c_below(mr, nv);
+    if (pf_rows_ > 0) prefetch_c_below(nv);
+    if (prefetch_a) a_.imul(pf_tmp_, pf_off_, int32_t(d_.a_rs * 4));
     a_.mov(ak_, ai_);
     a_.lea(bk_, ax::ptr(b_, col_));
     // The iterations that prefetch, then those that do not (direct_prefetch_steps).
@@ -217,7 +239,7 @@ void DirectGen::row_block(int mr, int nv_full) {
   a_.xor_(col_.r32(), col_.r32());
   // The first tile prefetches the next row block's rows of A (the others find them in cache):
   // it runs before the loop that takes the other full tiles.
-  const bool prefetch_a = prefetch_next_rows() && mr > 1 && d_.K > kFullUnrollK;
+  const bool prefetch_a = pf_a_;
   const int64_t peeled = prefetch_a && nfull > 0 ? 1 : 0;
   if (peeled > 0) {
     tile(mr, nv_full, vl_, true);
@@ -240,9 +262,33 @@ void DirectGen::row_block(int mr, int nv_full) {
 }
 
 void DirectGen::emit() {
+  const DirectTiling tiling = direct_tiling(v_.avx512(), d_.rows, d_.cols, d_.rows_cap);
+  const int64_t M = d_.rows;
+  const int64_t blocks = (M + tiling.rows_max - 1) / tiling.rows_max;
+  const int64_t hi = (M + blocks - 1) / blocks;
+  const int64_t n_hi = M - blocks * (hi - 1);
+  const struct { int64_t rows, count; } groups[2] = {{hi, n_hi}, {hi - 1, blocks - n_hi}};
+  const bool residual = d_.has_residual && d_.last;
+  // Rows ahead prefetched (tile()): hi rows from the next block's first, never past M (the last
+  // blocks take rows before them instead: those hit in cache). Prefetches of the rows past M
+  // (another problem's in a contiguous batch, or no one's) ran 5x151x1973 at 0.45x. Not for one
+  // block, nor for K up to 16 (a tile's K steps fully unrolled): a problem that small runs
+  // mostly from cache, where prefetches only take load slots (16^3 runs 200 ns). AMD Zen 1, 2
+  // threads, a batch (gemm_batched, each problem once), three alternations of old and new:
+  // 96x[128x128x64] with B transposed 64.7 -> 67.8 GFLOP/s, 96x[128x64x128] 66.5 -> 68.9,
+  // 48x[384x384x64] with B transposed 70.4 -> 72.1; one problem again and again, one thread,
+  // about 0.5% slower (64^3, 100^3).
+  pf_rows_ = blocks > 1 && d_.K > kFullUnrollK && d_.ldc > 0 ? hi : 0;
+  pf_a_ = pf_rows_ > 0 && d_.a_cs == 1 && d_.a_rs > 0 && !d_.cols_outer &&
+          hi * d_.K * 4 <= kDirectPrefetchRowBytes;
+
   a_.push(ax::rbx);
   a_.push(ax::r12);
   a_.push(ax::r13);
+  if (pf_rows_ > 0) {
+    a_.push(pf_off_);
+    a_.push(pf_tmp_);
+  }
   const bool col_scale = d_.has_col_scale && d_.last;
   if (col_scale) {
     a_.push(cs_);
@@ -252,13 +298,6 @@ void DirectGen::emit() {
   if (d_.has_bias && d_.last) a_.mov(bias_, ax::ptr(args_, arg(offsetof(KernelArgs, bias))));
   if (d_.has_residual && d_.last) a_.mov(ri_, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
 
-  const DirectTiling tiling = direct_tiling(v_.avx512(), d_.rows, d_.cols, d_.rows_cap);
-  const int64_t M = d_.rows;
-  const int64_t blocks = (M + tiling.rows_max - 1) / tiling.rows_max;
-  const int64_t hi = (M + blocks - 1) / blocks;
-  const int64_t n_hi = M - blocks * (hi - 1);
-  const struct { int64_t rows, count; } groups[2] = {{hi, n_hi}, {hi - 1, blocks - n_hi}};
-  const bool residual = d_.has_residual && d_.last;
   // Every row block over the column tiles [col_, ...) that emit_tiles emits, one block after
   // another (A, C and the residual at the next block's rows after each).
   auto row_blocks = [&](auto&& emit_tiles) {
@@ -269,6 +308,8 @@ void DirectGen::emit() {
         a_.mov(icnt_, g.count);
         a_.bind(loop);
       }
+      const int64_t after = &g == &groups[0] ? groups[1].rows * groups[1].count : 0;
+      if (pf_rows_ > 0) set_prefetch_rows(g.rows, g.count > 1, after);
       emit_tiles(int(g.rows));
       a_.add(ai_, int32_t(g.rows * d_.a_rs * 4));
       a_.add(ci_, int32_t(g.rows * d_.ldc * 4));
@@ -312,6 +353,10 @@ void DirectGen::emit() {
     }
   }
   if (col_scale) a_.pop(cs_);
+  if (pf_rows_ > 0) {
+    a_.pop(pf_tmp_);
+    a_.pop(pf_off_);
+  }
   a_.pop(ax::r13);
   a_.pop(ax::r12);
   a_.pop(ax::rbx);

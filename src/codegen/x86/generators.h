@@ -28,6 +28,15 @@ struct DirectTiling {
 // rows_cap > 0: at most that many rows per block (KernelDesc::rows_cap).
 DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N, int64_t rows_cap = 0);
 
+// The direct kernel's prefetch of rows ahead (direct_kernel.cpp): a block of `rows` rows with
+// count_left blocks of that height left (itself included) and `after` rows in later blocks
+// prefetches pf_rows rows from this row (from its own first): the next block's first where
+// pf_rows rows follow it, else as far on as keeps them within the kernel's rows.
+inline int64_t direct_prefetch_row(int64_t rows, int64_t count_left, int64_t after,
+                                   int64_t pf_rows) {
+  return std::min(rows, count_left * rows + after - pf_rows);
+}
+
 // The direct kernel's K loop (K > 16: iterations of kDirectUnrollK k-steps, then K's remainder
 // unrolled) with B's rows prefetched b_prefetch rows ahead: how many of its iterations
 // prefetch. In the last K block (KernelDesc::last) the rows past K are not B's, and prefetches of
