@@ -165,7 +165,8 @@ TEST_CASE("x86 direct kernels: B's prefetches stay within the last K block", "[x
   }
 }
 
-TEST_CASE("x86 direct kernels prefetch rows ahead within the kernel's rows", "[x86][listing]") {
+TEST_CASE("x86 direct kernels prefetch A's rows and C's next tile within their bounds",
+          "[x86][listing]") {
   // Every block's prefetched rows stay within M, and are the next block's where enough follow.
   for (Isa isa : {Isa::avx512, Isa::avx2}) {
     for (int64_t M = 2; M <= 120; ++M) {
@@ -188,24 +189,25 @@ TEST_CASE("x86 direct kernels prefetch rows ahead within the kernel's rows", "[x
       CHECK(row == M);
     }
   }
-  // The kernels: 28 x 64 x K, A's rows 64 floats apart, blocks of 6, 6, 6, 5, 5 on both ISAs
-  // (AVX2 6 x 16 tiles, AVX-512 6 x 64). The row offset is rbp, bytes from it r15 (C's tile: its
-  // address), A's running pointer r11, the column offset r10, the block loop's counter r12.
+  // The kernels: 28 x 80 x K, A's rows K floats apart, blocks of 6, 6, 6, 5, 5 on both ISAs
+  // (AVX2 five 6 x 16 tiles, AVX-512 a 6 x 64 and a 6 x 16). The row offset is rbp, bytes from it
+  // r15 (A's) or C's next column (from the column offset r10), A's running pointer r11, C's row
+  // block rcx, the block loop's counter r12.
   for (Isa isa : {Isa::avx512, Isa::avx2}) {
-    const DirectTiling tiling = direct_tiling(isa == Isa::avx512, 28, 64, 0);
+    const DirectTiling tiling = direct_tiling(isa == Isa::avx512, 28, 80, 0);
     REQUIRE(tiling.rows_max == 6);
-    const int64_t W = tiling.vectors * (isa == Isa::avx512 ? 16 : 8);
+    const int64_t W = tiling.vectors * (isa == Isa::avx512 ? 16 : 8), nfull = 80 / W, rest = 80 % W;
     for (int64_t K : {16, 64, 67, 400}) {
       KernelDesc d;
       d.kind = KernelKind::direct;
       d.isa = int64_t(isa);
       d.rows = 28;
-      d.cols = 64;
+      d.cols = 80;
       d.K = K;
       d.a_rs = K;
       d.a_cs = 1;
-      d.b_rs = 64;
-      d.ldc = 64;
+      d.b_rs = 80;
+      d.ldc = 80;
       d.last = 1;
       const std::string& l = kernel_listing(get_kernel(d));
       INFO(isa_name(isa) << " K " << K << "\n" << l.substr(0, 6000));
@@ -218,16 +220,44 @@ TEST_CASE("x86 direct kernels prefetch rows ahead within the kernel's rows", "[x
         auto disp = [&] { return op.size() == 7 ? std::string("0") : op.substr(8); };
         if (op.rfind("r11+r15", 0) == 0)
           a_pf.push_back(disp());
-        else if (op.rfind("r15+r10", 0) == 0)
+        else if (op.rfind("rcx+r15", 0) == 0)
           c_pf.push_back(disp());
         else
           ++other;
       }
       CHECK(other == 0);
-      if (K <= 16) {
-        // Fully unrolled K: no prefetches (a problem that small runs from cache).
+      // C: each full tile with a tile after it prefetches that tile's `width` floats of its rows
+      // (each 64 bytes and the last float) from column `at`: the peeled first tile (where A is
+      // prefetched) the next tile's, the loop's from (t + 1) W, or 80 - W past its end (the
+      // loop's last: the rest tile's columns, or its own). Never past C's 80 columns.
+      const bool a_on = K > 16 && 6 * K * 4 <= 8192;
+      std::vector<std::string> want;
+      for (int64_t rows : {6, 5}) {
+        auto c_tile = [&](int64_t width) {
+          for (int64_t i = 0; i < rows; ++i) {
+            for (int64_t off = 0; off < width * 4; off += 64)
+              want.push_back(std::to_string(i * 320 + off));
+            want.push_back(std::to_string(i * 320 + width * 4 - 4));
+          }
+        };
+        if (K <= 16) break;
+        const int64_t peeled = a_on ? 1 : 0;
+        if (peeled && (nfull > 1 || rest > 0)) {
+          const int64_t width = nfull > 1 ? W : rest;
+          CHECK(W + width <= 80);
+          c_tile(width);
+        }
+        if (nfull > peeled && (nfull - peeled > 1 || rest > 0)) {
+          for (int64_t t = peeled; t < nfull; ++t) CHECK(std::min((t + 1) * W, 80 - W) + W <= 80);
+          CHECK(l.find("cmp r15, " + std::to_string((80 - W) * 4)) != std::string::npos);
+          c_tile(W);
+        }
+      }
+      CHECK(c_pf == want);
+      // Fully unrolled K (a problem that small runs from cache), or a block's rows over 8 KiB
+      // (the lines would leave L1 before their use): no prefetches of A.
+      if (!a_on) {
         CHECK(a_pf.empty());
-        CHECK(c_pf.empty());
         CHECK(l.find("rbp") == std::string::npos);
         continue;
       }
@@ -237,29 +267,20 @@ TEST_CASE("x86 direct kernels prefetch rows ahead within the kernel's rows", "[x
       CHECK(l.find("imul rbp, r12, 5") != std::string::npos);
       CHECK(l.find("add rbp, -6") != std::string::npos);
       CHECK(l.find("cmovg rbp, r15") != std::string::npos);
-      // A (6 rows of K floats: at most 8 KiB, so K = 400 prefetches none): in each block height's
-      // first tile, k-step u of each K-loop iteration taking rows i with i % kDirectUnrollK == u,
-      // and K's remainder steps (K = 67: 3) again.
-      std::vector<std::string> want;
+      // In each block height's first tile, k-step u of each K-loop iteration taking rows i with
+      // i % kDirectUnrollK == u, and K's remainder steps (K = 67: 3) again.
+      want.clear();
       auto a_steps = [&](int64_t steps) {
         for (int64_t u = 0; u < steps; ++u)
           for (int64_t i = u; i < 6; i += kDirectUnrollK)
             want.push_back(std::to_string(i * K * 4 + u * 4));
       };
-      if (6 * K * 4 <= 8192)
-        for (int g = 0; g < 2; ++g) a_steps(kDirectUnrollK), a_steps(K % kDirectUnrollK);
+      for (int g = 0; g < 2; ++g) a_steps(kDirectUnrollK), a_steps(K % kDirectUnrollK);
       CHECK(a_pf == want);
-      // C: each tile emitted (each block height's first, then where more full tiles follow the
-      // loop's over them) prefetches the 6 rows: each 64 bytes of the tile's row, its last float.
-      const int64_t tiles = 2 * (64 / W > 1 && 6 * K * 4 <= 8192 ? 2 : 1);
-      want.clear();
-      for (int64_t t = 0; t < tiles; ++t)
-        for (int64_t i = 0; i < 6; ++i) {
-          for (int64_t off = 0; off < W * 4; off += 64)
-            want.push_back(std::to_string(i * 256 + off));
-          want.push_back(std::to_string(i * 256 + W * 4 - 4));
-        }
-      CHECK(c_pf == want);
+      // A transposed (its rows run down the columns): none of A.
+      d.a_rs = 1;
+      d.a_cs = 28;
+      CHECK(kernel_listing(get_kernel(d)).find("prefetcht0 [r11") == std::string::npos);
     }
   }
 }

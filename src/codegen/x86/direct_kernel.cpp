@@ -30,8 +30,16 @@ class DirectGen {
 
  private:
   void row_block(int mr, int nv_full);
-  // prefetch_a: the tile also prefetches the next row block's rows of A (pf_a_).
-  void tile(int mr, int nv, int last_n, bool prefetch_a);
+  // The C tile this row block stores next, prefetched by the one before it (pf_c_): its
+  // `width` floats from W floats on (W: the tiles' width), or from column `clamp` where that
+  // lies before them (the loop's tiles: its last has none after it but the rest tile).
+  struct CNext {
+    int64_t W = 0, width = 0, clamp = -1;
+  };
+  // prefetch_a: the tile also prefetches the next row block's rows of A (pf_rows_, emit());
+  // c_next (width > 0): and the C tile this row block stores next.
+  void tile(int mr, int nv, int last_n, bool prefetch_a, CNext c_next);
+  void prefetch_c_next(int mr, const CNext& c);
   // looped: A and B from the K loop's running pointers; prefetch: B's rows b_prefetch ahead;
   // prefetch_a: a share of the next row block's rows of A at this k-step's column.
   void k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool prefetch, bool prefetch_a);
@@ -39,9 +47,6 @@ class DirectGen {
   // (direct_prefetch_row): the blocks of this height left are icnt_ where they loop, else 1;
   // after: rows in later blocks of another height.
   void set_prefetch_rows(int64_t rows, bool looped, int64_t after);
-  // The C tile at pf_off_ rows below (its first lines) into L1: stores to lines not in cache
-  // wait on memory.
-  void prefetch_c_below(int nv);
   // Registers after the accumulators: mr == 1: broadcast, temp; else B vectors, broadcast. The
   // epilogue's four temporaries start at the first of them.
   int regs_used(int mr, int nv) const { return nacc_ + std::max(4, mr == 1 ? 2 : nv + 1); }
@@ -57,12 +62,13 @@ class DirectGen {
   const ax::Gp args_ = ax::rdi, ai_ = ax::rsi, b_ = ax::rdx, ci_ = ax::rcx, ri_ = ax::r8,
                bias_ = ax::r9, col_ = ax::r10, ak_ = ax::r11, bk_ = ax::rax, kcnt_ = ax::rbx,
                icnt_ = ax::r12, cs_ = ax::r14;
-  // Prefetching A's and C's rows ahead (tile()): the row offset pf_off_ and a temporary, both
-  // saved by the kernels that prefetch.
+  // Prefetching A's rows ahead (a row block's first tile, in its K loop) and C's next tile: the
+  // row offset pf_off_ (A) and pf_tmp_ (A's byte offset, C's column), saved by the kernels that
+  // use them.
   const ax::Gp pf_off_ = ax::rbp, pf_tmp_ = ax::r15;
   int nacc_ = 0;
-  int64_t pf_rows_ = 0;  // rows of C (and A) prefetched ahead; 0: none
-  bool pf_a_ = false;    // A's too (a row block's first tile, in its K loop)
+  int64_t pf_rows_ = 0;  // rows of A prefetched ahead; 0: none
+  bool pf_c_ = false;    // each full tile prefetches the next tile of C
 };
 
 // A's rows are prefetched a row block ahead where that block's rows take at most this many bytes
@@ -143,32 +149,35 @@ void DirectGen::set_prefetch_rows(int64_t rows, bool looped, int64_t after) {
   a_.cmovg(pf_off_, pf_tmp_);
 }
 
-void DirectGen::prefetch_c_below(int nv) {
-  a_.imul(pf_tmp_, pf_off_, int32_t(d_.ldc * 4));
-  a_.add(pf_tmp_, ci_);
-  const int32_t bytes = nv * vl_ * 4;
-  for (int64_t i = 0; i < pf_rows_; ++i) {
+void DirectGen::prefetch_c_next(int mr, const CNext& c) {
+  a_.lea(pf_tmp_, ax::ptr(col_, int32_t(c.W * 4)));
+  if (c.clamp >= 0) {
+    asmjit::Label within = a_.newLabel();
+    a_.cmp(pf_tmp_, int32_t(c.clamp * 4));
+    a_.jbe(within);
+    a_.mov(pf_tmp_, c.clamp * 4);
+    a_.bind(within);
+  }
+  const int32_t bytes = int32_t(c.width * 4);
+  for (int i = 0; i < mr; ++i) {
     const int32_t row = int32_t(i * d_.ldc * 4);
     // Each 64 bytes of the tile's row, and its last float (the row need not start a line).
     for (int32_t off = 0; off < bytes; off += 64)
-      a_.prefetcht0(ax::ptr(pf_tmp_, col_, 0, row + off));
-    a_.prefetcht0(ax::ptr(pf_tmp_, col_, 0, row + bytes - 4));
+      a_.prefetcht0(ax::ptr(ci_, pf_tmp_, 0, row + off));
+    a_.prefetcht0(ax::ptr(ci_, pf_tmp_, 0, row + bytes - 4));
   }
 }
 
-void DirectGen::tile(int mr, int nv, int last_n, bool prefetch_a) {
+void DirectGen::tile(int mr, int nv, int last_n, bool prefetch_a, CNext c_next) {
   nacc_ = mr * nv;
   KILN_CHECK(regs_used(mr, nv) <= v_.num_regs()) << d_.name();
   v_.set_mask(last_n, ak_);  // AVX-512's k1; AVX2's edges take xmm moves (VecEmitter)
   for (int i = 0; i < nacc_; ++i) v_.zero(v_.vec(i));
-  // Where A, B and C come from memory (a batch of problems each run once, as attention's q @ k.T
-  // and p @ v), a problem's first touch of each line of A and C waited on it. So each tile brings
-  // in the C tile below it, and a row block's first tile the next block's rows of A (see emit()).
   const int64_t K = d_.K;
   if (K <= kFullUnrollK) {
     for (int64_t k = 0; k < K; ++k) k_step(mr, nv, last_n, k, false, false, false);
   } else {
-    if (pf_rows_ > 0) prefetch_c_below(nv);
+    if (c_next.width > 0) prefetch_c_next(mr, c_next);
     if (prefetch_a) a_.imul(pf_tmp_, pf_off_, int32_t(d_.a_rs * 4));
     a_.mov(ak_, ai_);
     a_.lea(bk_, ax::ptr(b_, col_));
@@ -239,16 +248,20 @@ void DirectGen::row_block(int mr, int nv_full) {
   a_.xor_(col_.r32(), col_.r32());
   // The first tile prefetches the next row block's rows of A (the others find them in cache):
   // it runs before the loop that takes the other full tiles.
-  const bool prefetch_a = pf_a_;
+  const bool prefetch_a = pf_rows_ > 0;
   const int64_t peeled = prefetch_a && nfull > 0 ? 1 : 0;
   if (peeled > 0) {
-    tile(mr, nv_full, vl_, true);
+    CNext c;
+    if (pf_c_ && (nfull > 1 || rest > 0)) c = {W, nfull > 1 ? W : rest, -1};
+    tile(mr, nv_full, vl_, true, c);
     if (nfull > 1 || rest > 0) a_.add(col_, int32_t(W * 4));
   }
   if (nfull > peeled) {
+    CNext c;
+    if (pf_c_ && (nfull - peeled > 1 || rest > 0)) c = {W, W, d_.cols - W};
     asmjit::Label loop = a_.newLabel();
     a_.bind(loop);
-    tile(mr, nv_full, vl_, false);
+    tile(mr, nv_full, vl_, false, c);
     if (nfull - peeled > 1 || rest > 0) a_.add(col_, int32_t(W * 4));
     if (nfull - peeled > 1) {
       a_.cmp(col_, int32_t(nfull * W * 4));
@@ -257,7 +270,7 @@ void DirectGen::row_block(int mr, int nv_full) {
   }
   if (rest > 0) {
     const int nv = int((rest + vl_ - 1) / vl_);
-    tile(mr, nv, int(rest - (nv - 1) * vl_), prefetch_a && nfull == 0);
+    tile(mr, nv, int(rest - (nv - 1) * vl_), prefetch_a && nfull == 0, CNext{});
   }
 }
 
@@ -269,26 +282,35 @@ void DirectGen::emit() {
   const int64_t n_hi = M - blocks * (hi - 1);
   const struct { int64_t rows, count; } groups[2] = {{hi, n_hi}, {hi - 1, blocks - n_hi}};
   const bool residual = d_.has_residual && d_.last;
-  // Rows ahead prefetched (tile()): hi rows from the next block's first, never past M (the last
-  // blocks take rows before them instead: those hit in cache). Prefetches of the rows past M
-  // (another problem's in a contiguous batch, or no one's) ran 5x151x1973 at 0.45x. Not for one
-  // block, nor for K up to 16 (a tile's K steps fully unrolled): a problem that small runs
-  // mostly from cache, where prefetches only take load slots (16^3 runs 200 ns). AMD Zen 1, 2
-  // threads, a batch (gemm_batched, each problem once), three alternations of old and new:
-  // 96x[128x128x64] with B transposed 64.7 -> 67.8 GFLOP/s, 96x[128x64x128] 66.5 -> 68.9,
-  // 48x[384x384x64] with B transposed 70.4 -> 72.1; one problem again and again, one thread,
-  // about 0.5% slower (64^3, 100^3).
-  pf_rows_ = blocks > 1 && d_.K > kFullUnrollK && d_.ldc > 0 ? hi : 0;
-  pf_a_ = pf_rows_ > 0 && d_.a_cs == 1 && d_.a_rs > 0 && !d_.cols_outer &&
-          hi * d_.K * 4 <= kDirectPrefetchRowBytes;
+  // Where A comes from memory (a batch of problems each run once, as attention's q @ k.T and
+  // p @ v), a problem's first touch of each line of A waited on it. So a row block's first tile
+  // prefetches hi rows of A from the next block's first, never past M (the last blocks take rows
+  // before them instead: those hit in cache). Prefetches of the rows past M (another problem's
+  // in a contiguous batch, or no one's) ran 5x151x1973 at 0.45x. Not for one block, nor for K
+  // up to 16 (a tile's K steps fully unrolled): a problem that small runs mostly from cache,
+  // where prefetches only take load slots (16^3 runs 200 ns). Where A's rows run down the
+  // columns (a_cs > 1) each k-step's rows share lines, which the hardware's prefetchers follow.
+  pf_rows_ = blocks > 1 && d_.K > kFullUnrollK && d_.a_cs == 1 && d_.a_rs > 0 && !d_.cols_outer &&
+                     hi * d_.K * 4 <= kDirectPrefetchRowBytes
+                 ? hi
+                 : 0;
+  // And each full tile the next tile of C its row block stores (stores to lines not in cache
+  // wait on memory), where the row block has more than one tile and more than one row: 4% on
+  // 96x[128x128x64] with B transposed. C's tile below instead gained as much but was held in L1
+  // a whole row block ahead: it cost 2.3% where one problem ran again and again (to the right,
+  // unclamped: 0.6%).
+  // AMD Zen 1, 2 threads, a batch (gemm_batched, each problem once), three alternations of old
+  // and new: 96x[128x128x64] with B transposed 61.3 -> 65.0 GFLOP/s, 96x[128x64x128] 63.0 ->
+  // 67.2, 48x[384x384x64] with B transposed 68.9 -> 68.9. One problem again and again from cache
+  // (one thread): 128x128x64 2.8% slower, 128x64x128 1.8%, 64^3 and 96^3 level.
+  pf_c_ =
+      d_.K > kFullUnrollK && !d_.cols_outer && hi > 1 && d_.cols > int64_t(tiling.vectors) * vl_;
 
   a_.push(ax::rbx);
   a_.push(ax::r12);
   a_.push(ax::r13);
-  if (pf_rows_ > 0) {
-    a_.push(pf_off_);
-    a_.push(pf_tmp_);
-  }
+  if (pf_rows_ > 0) a_.push(pf_off_);
+  if (pf_rows_ > 0 || pf_c_) a_.push(pf_tmp_);
   const bool col_scale = d_.has_col_scale && d_.last;
   if (col_scale) {
     a_.push(cs_);
@@ -337,7 +359,7 @@ void DirectGen::emit() {
     if (nfull > 0) {
       asmjit::Label loop = a_.newLabel();
       a_.bind(loop);
-      row_blocks([&](int rows) { tile(rows, tiling.vectors, vl_, false); });
+      row_blocks([&](int rows) { tile(rows, tiling.vectors, vl_, false, CNext{}); });
       if (nfull > 1 || rest > 0) {
         back_to_first_row();
         a_.add(col_, int32_t(W * 4));
@@ -349,14 +371,12 @@ void DirectGen::emit() {
     }
     if (rest > 0) {
       const int nv = int((rest + vl_ - 1) / vl_);
-      row_blocks([&](int rows) { tile(rows, nv, int(rest - (nv - 1) * vl_), false); });
+      row_blocks([&](int rows) { tile(rows, nv, int(rest - (nv - 1) * vl_), false, CNext{}); });
     }
   }
   if (col_scale) a_.pop(cs_);
-  if (pf_rows_ > 0) {
-    a_.pop(pf_tmp_);
-    a_.pop(pf_off_);
-  }
+  if (pf_rows_ > 0 || pf_c_) a_.pop(pf_tmp_);
+  if (pf_rows_ > 0) a_.pop(pf_off_);
   a_.pop(ax::r13);
   a_.pop(ax::r12);
   a_.pop(ax::rbx);
