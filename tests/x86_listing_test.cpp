@@ -148,7 +148,7 @@ TEST_CASE("x86 direct kernels: B's prefetches stay within the last K block", "[x
         ++n;
       return n;
     };
-    // The K loops count down rbx; B's running pointer is rax (A's next rows and C's tile below
+    // The K loops count down rbx; B's running pointer is rax (A's next rows and C's next tile
     // are prefetched too: see the next test).
     auto prefetches = [&](const std::string& l) { return count(l, "prefetcht0 [rax"); };
     auto loops = [&](const std::string& l) { return count(l, "dec rbx"); };
@@ -227,9 +227,9 @@ TEST_CASE("x86 direct kernels prefetch A's rows and C's next tile within their b
       }
       CHECK(other == 0);
       // C: each full tile with a tile after it prefetches that tile's `width` floats of its rows
-      // (each 64 bytes and the last float) from column `at`: the peeled first tile (where A is
-      // prefetched) the next tile's, the loop's from (t + 1) W, or 80 - W past its end (the
-      // loop's last: the rest tile's columns, or its own). Never past C's 80 columns.
+      // (each 64 bytes and the last float): the peeled first tile (where A is prefetched) the
+      // next tile's from column W; tile t of the loop from column (t + 1) W, clamped at 80 - W
+      // (the loop's last: the rest tile's columns, or its own). Never past C's 80 columns.
       const bool a_on = K > 16 && 6 * K * 4 <= 8192;
       std::vector<std::string> want;
       for (int64_t rows : {6, 5}) {

@@ -30,9 +30,10 @@ class DirectGen {
 
  private:
   void row_block(int mr, int nv_full);
-  // The C tile this row block stores next, prefetched by the one before it (pf_c_): its
-  // `width` floats from W floats on (W: the tiles' width), or from column `clamp` where that
-  // lies before them (the loop's tiles: its last has none after it but the rest tile).
+  // The C tile this row block stores next, prefetched by the tile before it (pf_c_): `width`
+  // floats of each row from W floats past the current tile's first column (W: the full tiles'
+  // width), or from column `clamp` where that comes first (the loop's tiles: the loop's last has
+  // no full tile after it, only the rest tile's columns or none).
   struct CNext {
     int64_t W = 0, width = 0, clamp = -1;
   };

@@ -129,7 +129,7 @@ constexpr uint64_t kBlobVersion = 20;  // 6: KernelDesc::bias_bcast; 7: b_prefet
                                        // packed kernels packing B (b_rs); 17: panel_loop;
                                        // 18: gelu's ratio in x, its constants moved;
                                        // 19: narrow AVX2 packed edge tiles;
-                                       // 20: direct tiles prefetch A's next rows, C below
+                                       // 20: direct tiles prefetch A's next rows, C's next tile
 constexpr uint64_t kMaxRelocs = 64;    // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB
