@@ -58,6 +58,8 @@ constexpr ConstTables make_tables() {
     return float(c * factor);
   };
   const size_t np = erf_rational::kP.size(), nq = erf_rational::kQ.size();
+  static_assert(kGeluP6 - kGeluP0 + 1 == erf_rational::kP.size() &&
+                kGeluQ4 - kGeluQ0 + 1 == erf_rational::kQ.size());
   for (size_t i = 0; i < np; ++i)
     v[kGeluP0 + i] = x_coefficient(erf_rational::kP[i], np - 1 - i, 0.5 * kRsqrt2);
   for (size_t i = 0; i < nq; ++i)
@@ -286,11 +288,11 @@ void VecEmitter::activation(std::span<const ActLane> lanes, Activation act) {
       each([&](auto&, auto t) { a_.vminps(t[0], t[0], cst(kGeluClampHi)); });  // x clamped
       each([&](auto&, auto t) { a_.vmulps(t[1], t[0], t[0]); });               // its square
       each([&](auto&, auto t) { a_.vmovaps(t[2], cst(kGeluP0)); });
-      for (int i = 1; i < 7; ++i)
+      for (int i = 1; i <= kGeluP6 - kGeluP0; ++i)
         each([&](auto&, auto t) { a_.vfmadd213ps(t[2], t[1], cst(ConstId(kGeluP0 + i))); });
       each([&](auto&, auto t) { a_.vmulps(t[2], t[2], t[0]); });  // x P'(x^2)
       each([&](auto&, auto t) { a_.vmovaps(t[3], cst(kGeluQ0)); });
-      for (int i = 1; i < 5; ++i)
+      for (int i = 1; i <= kGeluQ4 - kGeluQ0; ++i)
         each([&](auto&, auto t) { a_.vfmadd213ps(t[3], t[1], cst(ConstId(kGeluQ0 + i))); });
       each([&](auto&, auto t) { a_.vdivps(t[2], t[2], t[3]); });  // erf(y) / 2
       each([&](auto&, auto t) { a_.vaddps(t[2], t[2], cst(kHalf)); });
