@@ -155,6 +155,57 @@ TEST_CASE("x86 gemm: on cores that split 256-bit ops, x @ W.T takes the dot path
 }
 
 TEST_CASE(
+    "x86 gemm: on Zen cores that run 256-bit ops whole, x @ W.T takes the dot path from "
+    "K = 4 M",
+    "[x86][gemm][dot]") {
+  // dot_path.cpp (dot_min_k_b_rows): measured on an AMD EPYC Zen 3, AVX2 only; one row from K =
+  // 6. Intel's cores keep K = M, AVX-512 its own rule, past 8 rows 8 M. Checked for both ISAs
+  // whatever the host runs.
+  CacheSizes zen;
+  zen.amd_zen = true;
+  const CacheSizes intel = CacheSizes{};
+  auto b_rows = [](Shape s, Isa isa, const CacheSizes& caches) {
+    Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4053, 0);
+    return dot_path_for(c.problem(), isa, false, caches) == DotOver::b_rows;
+  };
+  for (Isa isa : {Isa::avx2, Isa::avx512}) {
+    const bool avx512 = isa == Isa::avx512;
+    INFO(isa_name(isa));
+    // (AVX-512 from 4 M, or 2 M under 4 rows.)
+    CHECK_FALSE(b_rows({5, 462, 11}, isa, zen));
+    CHECK(b_rows({5, 462, 11}, isa, intel) == !avx512);
+    CHECK_FALSE(b_rows({5, 462, 19}, isa, zen));
+    CHECK(b_rows({5, 462, 20}, isa, zen));
+    CHECK_FALSE(b_rows({8, 1000, 31}, isa, zen));
+    CHECK(b_rows({8, 1000, 32}, isa, zen));
+    CHECK(b_rows({2, 1000, 7}, isa, zen) == avx512);
+    CHECK(b_rows({2, 1000, 8}, isa, zen));
+    CHECK(b_rows({1, 1000, 5}, isa, zen) == avx512);
+    CHECK(b_rows({1, 1000, 6}, isa, zen));
+    CHECK_FALSE(b_rows({16, 1000, 127}, isa, zen));
+    CHECK(b_rows({16, 1000, 128}, isa, zen));
+  }
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX2; x @ W.T's plans for a Zen not run\n");
+    return;
+  }
+  // The plans take the direct kernels below the bound, the dot path from it, and run: A's rows
+  // padded or transposed, W's rows padded, every epilogue.
+  int variant = 0;
+  for (const auto& [s, path] : std::vector<std::pair<Shape, const char*>>{{{5, 462, 11}, "direct"},
+                                                                          {{2, 1000, 7}, "direct"},
+                                                                          {{1, 300, 5}, "direct"},
+                                                                          {{3, 301, 12}, "dot"},
+                                                                          {{1, 300, 6}, "dot"}}) {
+    Case c(s, variant % 2 ? Layout::padded : Layout::transposed, Layout::transposed_padded,
+           kEpilogueCycle[variant % 4], uint32_t(4054 + variant), 5);
+    INFO(s.M << "x" << s.N << "x" << s.K << " variant " << variant);
+    CHECK(check_case(c, Isa::avx2, 2, path, &zen) <= 1.0);
+    ++variant;
+  }
+}
+
+TEST_CASE(
     "x86 gemm: on cores that split 256-bit ops, x @ W.T of up to 32 rows (64 with W past L3) "
     "takes the dot path instead of the packed path",
     "[x86][gemm][dot]") {
@@ -213,9 +264,10 @@ TEST_CASE(
 TEST_CASE("x86 gemm: a K too short for the dot path takes the direct kernels", "[x86][gemm][dot]") {
   // dot_path.cpp (dot_min_k, dot_min_k_b_rows): over a short K a dot product is mostly its
   // horizontal reduction; 10000 3-D points times a 3x3 matrix ran 7x faster on the direct kernels.
-  // Planned for cores that run 256-bit ops whole, whatever the host's.
+  // Planned for Intel's cores (256-bit ops whole, not a Zen), whatever the host's.
   CacheSizes whole_256 = host_cpu().caches;
   whole_256.split_256 = false;
+  whole_256.amd_zen = false;
   for (Isa isa : supported_isas()) {
     const bool avx512 = isa == Isa::avx512;
     auto path_of = [&](Shape s, Layout lb) {

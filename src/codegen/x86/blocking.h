@@ -22,6 +22,9 @@ struct CacheSizes {
   // and K blocks are shorter (blocking.cpp, kSplit256MaxKc).
   bool split_256 = false;
   int64_t l3_bytes = 32 << 20;  // shared by the cores
+  // AMD's Zen cores, any generation (family 17h and later; Hygon's 18h; split_256 ones too): x @
+  // W.T takes the dot path from a longer K than on Intel's cores (dot_path.cpp).
+  bool amd_zen = false;
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
