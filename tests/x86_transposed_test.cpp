@@ -22,10 +22,12 @@ namespace {
 
 // Whether the plan for s (A transposed, B row-major) runs the transposed problem: its kernels
 // are then over N rows of M columns ("_M<N>N<chunk>"). On a machine of `caches`: the host's,
-// whether its cores split 256-bit ops or not (split_256), unless said.
+// with cores that split 256-bit ops (split_256) or Intel's (neither split_256 nor amd_zen),
+// unless said.
 CacheSizes host_caches(bool split_256) {
   CacheSizes c = host_cpu().caches;
   c.split_256 = split_256;
+  c.amd_zen = split_256;
   return c;
 }
 bool takes_transposed(Shape s, Isa isa, int threads = 2, Layout la = Layout::transposed,
@@ -77,6 +79,15 @@ TEST_CASE("x86 gemm: x.T @ w with 2-8 columns runs as its transpose", "[x86][gem
   CHECK_FALSE(takes_transposed({4, 3, 1000}, Isa::avx2, 2, at, split));
   // ... AVX-512 keeps its rule there.
   CHECK_FALSE(takes_transposed({1000, 5, 64}, Isa::avx512, 2, at, split));
+  // Zen cores that run 256-bit ops whole (amd_zen) take the same rule.
+  CacheSizes zen = host_caches(false);
+  zen.amd_zen = true;
+  CHECK(takes_transposed({1000, 4, 64}, Isa::avx2, 2, at, zen));
+  CHECK(takes_transposed({1000, 2, 8}, Isa::avx2, 2, at, zen));
+  CHECK(takes_transposed({300, 7, 300}, Isa::avx2, 2, at, zen));
+  CHECK_FALSE(takes_transposed({1000, 2, 7}, Isa::avx2, 2, at, zen));
+  CHECK_FALSE(takes_transposed({1000, 8, 63}, Isa::avx2, 2, at, zen));
+  CHECK_FALSE(takes_transposed({1000, 5, 64}, Isa::avx512, 2, at, zen));
   // A's rows as runs (not transposed), or A strided both ways: not this path.
   CHECK_FALSE(takes_transposed({768, 4, 128}, Isa::avx512, 2, Layout::row_major));
   CHECK_FALSE(takes_transposed({768, 4, 128}, Isa::avx512, 2, Layout::strided));

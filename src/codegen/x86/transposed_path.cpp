@@ -40,6 +40,13 @@ namespace {
 // 400x8x200 1.82x, 64x8x64 1.11x, 150x8x64 1.07x, 200x8x300 1.07x, 100x8x64 1.05x, but 250x8x200
 // 0.98x and 200x8x200 0.93-0.95x. Shorter K: 1000x2x4 1.31x, 300x3x6 1.26x, 1000x4x4 0.98x;
 // 500x7x50 1.06x, 1000x8x32 0.96x, 1000x6x16 0.77x.
+// Zen cores that run 256-bit ops whole (CacheSizes::amd_zen) take the same rule. AMD EPYC Zen 3,
+// 2 vCPUs, the same pairing against the other rule: 1000x2x8 2.07x, 1000x3x8 1.79x, 500x3x8
+// 1.76x, 2000x4x16 1.27x, 1000x4x32 1.27x, 1000x4x64 1.74x, 1000x3x64 2.01x, 1000x5x64 1.49x,
+// 1000x5x100 3.13-3.37x, 100x5x64 1.75x, 1000x6x64 1.35x, 200x6x100 1.25x, 300x7x300 2.52x,
+// 2000x8x64 1.99x, 1000x8x128 2.32x, 1000x8x256 2.66x, 300x8x300 2.55x, 64x8x64 1.22x; lost
+// 1000x8x64 0.93-0.95x, 200x8x200 0.89x, 200x8x300 0.87x; level 250x8x200, 1000x8x32,
+// 1000x6x16, 500x7x50, 150x8x64, 100x8x64.
 constexpr int64_t kSplitTransposedMinK = 8;
 constexpr int64_t kSplitTransposedWideMinK = 64;
 constexpr int64_t kTransposedMinCols = 2;
@@ -69,7 +76,7 @@ bool GemmPlan::Impl::plan_transposed(const GemmProblem& p, const KernelDesc& bas
   if (p.dynamic_m || p.dynamic_nk || p.a.row_stride != 1 || p.a.col_stride == 1 ||
       p.N < kTransposedMinCols || p.N > lanes || 2 * p.M <= lanes || p.M * p.K < kTransposedMinWork)
     return false;
-  if (caches.split_256 && isa == Isa::avx2) {
+  if ((caches.split_256 || caches.amd_zen) && isa == Isa::avx2) {
     // Past half a vector of columns, M past a whole vector: the transposed problem (M' = N) must
     // not come back here.
     const bool wide = 2 * p.N > lanes;
