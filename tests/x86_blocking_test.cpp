@@ -28,10 +28,11 @@ struct Machine {
 };
 
 // L2 per core of the machines the rules were measured on.
-const Machine kZen3{"zen3", {512 << 10}};
-const Machine kZen5{"zen5", {1 << 20}};
+// (Zen cores: amd_zen; the Zen 1 splits 256-bit ops in two halves.)
+const Machine kZen3{"zen3", {512 << 10, 8, 4096, false, 32 << 20, true}};
+const Machine kZen5{"zen5", {1 << 20, 8, 4096, false, 32 << 20, true}};
 const Machine kXeon{"xeon", {2 << 20}};
-const Machine kZen1{"zen1", {512 << 10, 8, 4096, true}};  // 256-bit ops split in two halves
+const Machine kZen1{"zen1", {512 << 10, 8, 4096, true, 8 << 20, true}};
 const Machine kMachines[] = {kZen3, kZen5, kXeon, kZen1};
 
 int64_t rows_per_task(const PackedBlocking& b) { return (b.mtiles + b.tm - 1) / b.tm * b.MR; }
@@ -144,20 +145,34 @@ TEST_CASE("x86 blocking: the KC rules pick what was measured best on each machin
   CHECK(packed_blocking(48, 4096, 1024, Isa::avx512, 2, false, kZen5.caches).KC == 512);
   // On the Zen 1 with B prepacked: K blocks of up to 1024 and one MC block while the task's A
   // block is within four L2s (1000^3 on 2 threads: 504 rows, 1.9 MiB), not past them (1024^3:
-  // 516 rows, 2.0 MiB), nor with B packed per call, nor on the Zen 3.
+  // 516 rows, 2.0 MiB), nor with B packed per call. The Zen 3 (AVX2) the same where K is past
+  // 512; not on the Xeon.
   for (const Shape& s : {Shape{128, 4096, 1024}, Shape{1000, 1000, 1000}, Shape{128, 4096, 1100}}) {
     INFO(s.M << "x" << s.N << "x" << s.K);
-    const PackedBlocking pre = packed_blocking(s.M, s.N, s.K, Isa::avx2, 2, true, kZen1.caches);
-    CHECK(pre.kc_rule == KcRule::split256_prepacked);
-    CHECK(pre.KC == (s.K == 1100 ? 552 : s.K));
-    CHECK(pre.a_once);
+    for (const Machine& m : {kZen1, kZen3}) {
+      INFO(m.name);
+      const PackedBlocking pre = packed_blocking(s.M, s.N, s.K, Isa::avx2, 2, true, m.caches);
+      CHECK(pre.kc_rule == KcRule::zen_prepacked);
+      CHECK(pre.KC == (s.K == 1100 ? 552 : s.K));
+      CHECK(pre.a_once);
+    }
     CHECK(packed_blocking(s.M, s.N, s.K, Isa::avx2, 2, false, kZen1.caches).KC <= 288);
-    CHECK(packed_blocking(s.M, s.N, s.K, Isa::avx2, 2, true, kZen3.caches).kc_rule !=
-          KcRule::split256_prepacked);
+    CHECK(packed_blocking(s.M, s.N, s.K, Isa::avx2, 2, false, kZen3.caches).kc_rule !=
+          KcRule::zen_prepacked);
+    CHECK(packed_blocking(s.M, s.N, s.K, Isa::avx2, 2, true, kXeon.caches).kc_rule !=
+          KcRule::zen_prepacked);
   }
-  const PackedBlocking past = packed_blocking(1024, 1024, 1024, Isa::avx2, 2, true, kZen1.caches);
-  CHECK(past.kc_rule != KcRule::split256_prepacked);
-  CHECK(past.KC <= 288);
+  for (const Machine& m : {kZen1, kZen3}) {
+    const PackedBlocking past = packed_blocking(1024, 1024, 1024, Isa::avx2, 2, true, m.caches);
+    CHECK(past.kc_rule != KcRule::zen_prepacked);
+    CHECK(past.KC <= (m.caches.split_256 ? 288 : 512));
+  }
+  // The Zen 3 keeps its K blocks where K is within 512 (512^3 lost 3-4% in one MC block), and
+  // AVX-512 on a Zen keeps them.
+  CHECK(packed_blocking(512, 512, 512, Isa::avx2, 2, true, kZen3.caches).kc_rule !=
+        KcRule::zen_prepacked);
+  CHECK(packed_blocking(128, 4096, 1024, Isa::avx512, 2, true, kZen5.caches).kc_rule !=
+        KcRule::zen_prepacked);
   // K = 0 (C = the epilogue of zeros): one empty block, as under the other rules.
   const PackedBlocking empty = packed_blocking(943, 582, 0, Isa::avx2, 2, true, kZen1.caches);
   CHECK(empty.npc == 1);
@@ -199,11 +214,11 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
                 REQUIRE(b.npc * b.KC >= K);
                 REQUIRE((b.npc - 1) * b.KC < std::max<int64_t>(K, 1));  // no empty K block
                 REQUIRE(b.KC <= (b.kc_rule == KcRule::long_k || b.kc_rule == KcRule::short_k_1024 ||
-                                         b.kc_rule == KcRule::split256_prepacked
+                                         b.kc_rule == KcRule::zen_prepacked
                                      ? 1024
                                      : 512));
-                if (b.kc_rule == KcRule::split256_prepacked) {
-                  REQUIRE(m.caches.split_256);
+                if (b.kc_rule == KcRule::zen_prepacked) {
+                  REQUIRE(m.caches.amd_zen);
                   REQUIRE(prepacked);
                   REQUIRE(b.a_once);
                   REQUIRE(b.MC * b.KC * 4 <= 4 * m.caches.l2_bytes);
@@ -219,7 +234,7 @@ TEST_CASE("x86 blocking: every blocking covers C and K once and respects its cac
                     b.kc_rule == KcRule::long_k                                      ? 8
                     : b.kc_rule == KcRule::standard || b.kc_rule == KcRule::few_rows ? 4
                                                                                      : 3;
-                if (b.MC > b.MR && b.kc_rule != KcRule::split256_prepacked)
+                if (b.MC > b.MR && b.kc_rule != KcRule::zen_prepacked)
                   REQUIRE(b.MC * b.KC * 4 <= m.caches.l2_bytes / share);
               }
             }
@@ -258,12 +273,14 @@ TEST_CASE("x86 blocking: every micro-panel prefetches a stretch within the next 
 TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the reference",
           "[x86][blocking][gemm]") {
   // Shapes that reach every KC rule on one of the machines: several MC blocks with threads split
-  // over M; one MC block at a shrunk KC (Zen 3); KC 1024 over five K blocks (Zen 5, Xeon); with
-  // B prepacked, KC 1024 for few rows (Xeon); a few rows with B packed per call, KC shrunk
-  // (Zen 3) for a block of 512 columns (20 rows: 12 take the skinny path) or of 256 (45 rows).
-  // Where x @ W.T would take the dot path (20 rows on AVX-512), B stays row-major.
-  const std::vector<Shape> shapes = {
-      {700, 200, 1100}, {128, 1100, 1030}, {600, 64, 4200}, {20, 1100, 300}, {45, 900, 700}};
+  // over M; one MC block at a shrunk KC (Zen 3; K within 512, so also with B prepacked, where a
+  // longer K takes zen_prepacked); KC 1024 over five K blocks (Zen 5, Xeon); with B prepacked,
+  // KC 1024 for few rows (Xeon), or up to 1024 in one MC block (Zens 1 and 3); a few rows with B
+  // packed per call, KC shrunk (Zen 3) for a block of 512 columns (20 rows: 12 take the skinny
+  // path) or of 256 (45 rows). Where x @ W.T would take the dot path (20 rows on AVX-512), B
+  // stays row-major.
+  const std::vector<Shape> shapes = {{700, 200, 1100}, {128, 1100, 1030}, {600, 64, 4200},
+                                     {20, 1100, 300},  {45, 900, 700},    {150, 1100, 500}};
   kiln::ThreadPool pool1(1), pool2(2);
   std::set<KcRule> rules_seen;
   int variant = 0;
@@ -298,7 +315,7 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
     CHECK(rules_seen.count(KcRule::one_block));
     CHECK(rules_seen.count(KcRule::short_k_1024));  // Xeon, 128x1100x1030, prepacked
     CHECK(rules_seen.count(KcRule::few_rows));
-    CHECK(rules_seen.count(KcRule::split256_prepacked));  // Zen 1, prepacked
+    CHECK(rules_seen.count(KcRule::zen_prepacked));  // Zens 1 and 3, prepacked
   }
 }
 

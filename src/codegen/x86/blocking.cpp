@@ -16,10 +16,10 @@ int64_t packed_nr(Isa isa) { return isa == Isa::avx512 ? 32 : 16; }
 // way), 255^3, 300^3, 35x1811x2726 1.00x; x.T @ w 512x32x512 0.97x. A cap of 256 read 2048^3
 // 1.05x, 274x177x2838 2.26x, but 198x1456x525 0.77x (three K blocks of 176 instead of two).
 constexpr int64_t kSplit256MaxKc = 288;
-// split256_prepacked (see packed_blocking): with B packed once, KC up to 1024 in one MC block
-// where the task's A block at that KC is within kSplit256PrepackedABlockL2s L2s.
-constexpr int64_t kSplit256PrepackedMaxKc = 1024;
-constexpr int64_t kSplit256PrepackedABlockL2s = 4;
+// zen_prepacked (see packed_blocking): with B packed once, KC up to 1024 in one MC block where
+// the task's A block at that KC is within kZenPrepackedABlockL2s L2s.
+constexpr int64_t kZenPrepackedMaxKc = 1024;
+constexpr int64_t kZenPrepackedABlockL2s = 4;
 
 const char* kc_rule_name(KcRule r) {
   switch (r) {
@@ -33,8 +33,8 @@ const char* kc_rule_name(KcRule r) {
       return "one_block";
     case KcRule::few_rows:
       return "few_rows";
-    case KcRule::split256_prepacked:
-      return "split256_prepacked";
+    case KcRule::zen_prepacked:
+      return "zen_prepacked";
   }
   return "?";
 }
@@ -220,7 +220,7 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
       b.kc_rule = KcRule::one_block;
     }
   }
-  // split256_prepacked: on cores that split 256-bit ops, with B packed once, KC up to 1024 and
+  // zen_prepacked: on cores that split 256-bit ops, with B packed once, KC up to 1024 and
   // all of a task's rows in one MC block, where that A block is within four L2s (2 MiB on the Zen
   // 1): the kernel needs 88 bytes of A and B per 12 FMA cycles, which L2 (B's 64 KiB panel) and
   // L3 (A) supply, and each C tile is loaded and stored once per 1024 of K instead of per 256-288
@@ -236,13 +236,23 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   // GELU 1.02x, 512^3 1.01x. Past the bound: 1024^3 (2 MiB) 1.01x, 2048x1024x1024 (4 MiB) 0.92x,
   // 2048^3 0.99x. (KC 512 instead: 128x4096x1024 with bias and GELU 1.03x, 16x4096x1024 0.98x
   // against short_k_1024's 1024.)
-  if (caches.split_256 && prepacked_b && !long_k && !short_k_1024) {
-    const int64_t npc = std::max<int64_t>(1, ceil_div(K, kSplit256PrepackedMaxKc));
+  // AVX2 on Zen cores that run 256-bit ops whole (CacheSizes::amd_zen) takes it where K is past
+  // kc_max. AMD EPYC Zen 3, paired plans, B prepacked, 2 threads, against the rules above:
+  // 128x4096x1024 1.04-1.08x, 256x4096x1024 1.10x, 96x4096x1024 1.06x, 160x4096x1024 1.06x,
+  // 128x1024x4096 1.05x, 128x4096x4096 1.06x, 128x11008x4096 1.06x, 128x2048x2048 1.06x,
+  // 256x256x1024 1.08x, 300x300x2048 1.05x, 256x1024x2048 1.04x, 400x4096x4096 1.04x,
+  // 64x4096x1024 1.02x, 64x1024x1024 1.03x, 600x4096x1024 1.02x, 800x2048x1024 1.03x, 768^3
+  // 1.03x, 1000^3 1.02x, 700x1024x1024 1.01x, 1000x256x1000 1.01x, 1024^3 1.00x, 2048^3 (past
+  // the bound) 1.01x, 16x4096x1024 0.99x. Where K is within kc_max only one MC block changes:
+  // 512^3 0.96-0.97x, 384^3 0.95x, 300^3 1.00x.
+  const bool zen_prepacked = caches.split_256 || (caches.amd_zen && isa == Isa::avx2 && K > kc_max);
+  if (zen_prepacked && prepacked_b && !long_k && !short_k_1024) {
+    const int64_t npc = std::max<int64_t>(1, ceil_div(K, kZenPrepackedMaxKc));
     const int64_t KC = round_up(ceil_div(K, npc), 4);
-    if (round_up(rows_per_task, b.MR) * KC * 4 <= kSplit256PrepackedABlockL2s * caches.l2_bytes) {
+    if (round_up(rows_per_task, b.MR) * KC * 4 <= kZenPrepackedABlockL2s * caches.l2_bytes) {
       b.npc = npc;
       b.KC = KC;
-      b.kc_rule = KcRule::split256_prepacked;
+      b.kc_rule = KcRule::zen_prepacked;
     }
   }
   // few_rows: a task of a few rows with B packed per call is bound by the packing (each packed
@@ -278,7 +288,7 @@ PackedBlocking packed_blocking(int64_t M, int64_t N, int64_t K, Isa isa, int thr
   const int64_t mc_cache =
       std::max(b.MR, (caches.l2_bytes / a_share) / std::max<int64_t>(1, b.KC * 4) / b.MR * b.MR);
   const int64_t mblocks =
-      b.kc_rule == KcRule::split256_prepacked ? 1 : ceil_div(rows_per_task, mc_cache);
+      b.kc_rule == KcRule::zen_prepacked ? 1 : ceil_div(rows_per_task, mc_cache);
   b.MC = round_up(ceil_div(rows_per_task, mblocks), b.MR);
   // NC: with several MC blocks, the task's columns (at most 4096; the packed KC x NC block of B is
   // reused by every MC block); with one, a KC x NC block in half of L2.

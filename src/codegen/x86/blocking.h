@@ -22,8 +22,11 @@ struct CacheSizes {
   // and K blocks are shorter (blocking.cpp, kSplit256MaxKc).
   bool split_256 = false;
   int64_t l3_bytes = 32 << 20;  // shared by the cores
-  // AMD's Zen cores, any generation (family 17h and later; Hygon's 18h; split_256 ones too): x @
-  // W.T takes the dot path from a longer K than on Intel's cores (dot_path.cpp).
+  // AMD's Zen cores, any generation (family 17h and later; Hygon's 18h; split_256 ones too). On
+  // AVX2, where they run 256-bit ops whole, x @ W.T takes the dot path from a longer K than on
+  // Intel's cores (dot_path.cpp), x.T @ w of a few columns the transposed path as split_256
+  // cores do (transposed_path.cpp), and a prepacked B longer K blocks (blocking.cpp,
+  // zen_prepacked).
   bool amd_zen = false;
 };
 
@@ -31,14 +34,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 // Which rule set KC (see packed_blocking's comments for what each was measured against).
-enum class KcRule : uint8_t {
-  standard,
-  long_k,
-  short_k_1024,
-  one_block,
-  few_rows,
-  split256_prepacked
-};
+enum class KcRule : uint8_t { standard, long_k, short_k_1024, one_block, few_rows, zen_prepacked };
 const char* kc_rule_name(KcRule r);
 
 struct PackedBlocking {
