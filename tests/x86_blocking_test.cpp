@@ -277,8 +277,8 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
   // longer K takes zen_prepacked); KC 1024 over five K blocks (Zen 5, Xeon); with B prepacked,
   // KC 1024 for few rows (Xeon), or up to 1024 in one MC block (Zens 1 and 3); a few rows with B
   // packed per call, KC shrunk (Zen 3) for a block of 512 columns (20 rows: 12 take the skinny
-  // path) or of 256 (45 rows). Where x @ W.T would take the dot path (20 rows on AVX-512), B
-  // stays row-major.
+  // path) or of 256 (45 rows). Where x @ W.T would take the dot path (20 rows on AVX-512 or a Zen),
+  // B stays row-major.
   const std::vector<Shape> shapes = {{700, 200, 1100}, {128, 1100, 1030}, {600, 64, 4200},
                                      {20, 1100, 300},  {45, 900, 700},    {150, 1100, 500}};
   kiln::ThreadPool pool1(1), pool2(2);
@@ -292,8 +292,9 @@ TEST_CASE("x86 blocking: GEMMs blocked for other machines' caches match the refe
         const bool epi = variant % 2 == 0;
         const EpiKind e{epi ? Activation::silu : Activation::none, epi, false, epi};
         Layout lb = variant % 4 == 3 ? Layout::transposed : Layout::row_major;
-        if (lb == Layout::transposed && dot_path_for(Case(s, Layout::row_major, lb, e, 1).problem(),
-                                                     isa, prepacked, m.caches) != DotOver::none)
+        if (lb == Layout::transposed &&
+            dot_path_for(Case(s, Layout::row_major, lb, e, 1).problem(), isa, prepacked, m.caches,
+                         true) != DotOver::none)
           lb = Layout::row_major;
         Case c(s, Layout::row_major, lb, e, uint32_t(9100 + variant));
         const int threads = pool.num_threads();

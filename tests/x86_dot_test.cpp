@@ -261,6 +261,49 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "x86 gemm: on Zen cores that run 256-bit ops whole, x @ W.T of up to 24 rows takes the dot "
+    "path instead of the packed path",
+    "[x86][gemm][dot]") {
+  // dot_path.cpp (kDotMaxRowsOverPackedZen): AVX2, from 128 columns and K = 8 M, up to 24 rows
+  // where the problem would take the packed path, whatever W's size; AVX-512 and Intel's cores
+  // keep their rules. Plans made on any host; run where it has AVX2.
+  CacheSizes zen;
+  zen.amd_zen = true;
+  zen.l2_bytes = 512 << 10;
+  CacheSizes zen_small_l3 = zen;
+  zen_small_l3.l3_bytes = 1 << 20;
+  auto path = [](Shape s, Isa isa, const CacheSizes& caches) {
+    Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4070, 0);
+    const std::string name =
+        GemmPlan::make(c.problem(), isa, 2, false, caches)->kernels().at(0).name;
+    return name.substr(0, name.find('_'));
+  };
+  CHECK(path({24, 1000, 1024}, Isa::avx2, zen) == "dot");
+  CHECK(path({17, 128, 256}, Isa::avx2, zen) == "dot");
+  CHECK(path({25, 1000, 1024}, Isa::avx2, zen) == "packed");
+  CHECK(path({24, 127, 1024}, Isa::avx2, zen) != "dot");  // under 128 columns
+  CHECK(path({24, 300, 191}, Isa::avx2, zen) != "dot");   // K under 8 M
+  CHECK(path({48, 300, 1000}, Isa::avx2, zen_small_l3) == "packed");
+  CHECK(path({24, 1000, 1024}, Isa::avx2, CacheSizes{}) == "packed");
+  CHECK(path({24, 1000, 1024}, Isa::avx512, zen) == "dot");  // AVX-512's own 32 rows
+  CHECK(path({33, 1000, 1024}, Isa::avx512, zen) == "packed");
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX2; x @ W.T of 17-24 rows on the dot path not run\n");
+    return;
+  }
+  int variant = 0;
+  for (Shape s : {Shape{17, 130, 300}, Shape{23, 200, 259}, Shape{24, 129, 520}}) {
+    Case c(s, variant % 2 ? Layout::padded : Layout::reversed_rows, Layout::transposed_padded,
+           kEpilogueCycle[variant % 4], uint32_t(4071 + variant), 5);
+    INFO(s.M << "x" << s.N << "x" << s.K << " variant " << variant);
+    auto plan = GemmPlan::make(c.problem(), Isa::avx2, 2, false, zen);
+    CHECK(path_taken(*plan, c, pool2()) == "dot");
+    CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+    ++variant;
+  }
+}
+
 TEST_CASE("x86 gemm: a K too short for the dot path takes the direct kernels", "[x86][gemm][dot]") {
   // dot_path.cpp (dot_min_k, dot_min_k_b_rows): over a short K a dot product is mostly its
   // horizontal reduction; 10000 3-D points times a 3x3 matrix ran 7x faster on the direct kernels.

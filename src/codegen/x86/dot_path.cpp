@@ -81,8 +81,17 @@ constexpr int64_t kDotMaxRowsWide[2] = {16, 32};  // [avx512]
 // 1.23x); beyond it 1.06-1.19x (33x4096x1024 1.19x, 40x8192x1024 1.18x, 48x2048x2048 1.17x,
 // 48x4096x4096 1.18x, 64x4096x4096 1.16x, 64x4096x2048 1.15x, 64x1536x1536 1.07x, 64x4096x512
 // 1.06x; 96x4096x4096 1.11x, 128x4096x1024 1.01x, not taken).
+// Zen cores that run 256-bit ops whole (CacheSizes::amd_zen): up to kDotMaxRowsOverPackedZen
+// rows, whatever W's size. AMD EPYC Zen 3, the same pairing: 17x128x1024 1.42x, 24x128x384
+// 1.63x, 24x256x256 1.85x, 24x600x256 1.47x, 17x1000x1000 1.44x, 20x4096x4096 1.29x,
+// 17x4096x4096 1.22x, 24x4096x1024 1.18x, 24x4096x11008 1.16x, 20x128x256 1.16x, 20x512x512
+// 1.09x, 24x1000x1024 1.07x, 24x1074x745 0.95x; past it mixed (26x600x256 1.41x, 28x512x512
+// 1.41x, 31x256x256 1.66x, 32x128x1024 1.70x, 32x1000x1000 1.10x, 28x4096x4096 1.05x,
+// 32x4096x4096 1.01x, 30x1000x1000 0.94x, 32x1074x745 0.92x, 32x256x256 0.84x, 32x600x256
+// 0.81x, 32x4096x11008 0.81x, 48x4096x4096 0.90x, 64x4096x4096 0.83x).
 constexpr int64_t kDotMaxRowsOverPacked = 32;
 constexpr int64_t kDotMaxRowsOverPackedBigW = 64;
+constexpr int64_t kDotMaxRowsOverPackedZen = 24;
 // Columns of B (DotOver::a_rows). Against the direct, direct_rows and packed paths (Zen 3, kiln /
 // OpenBLAS in separate processes, 2 threads): 2-4 columns 1.08-3.5x (4096x2x4096 1.79x -> 2.76x,
 // 2048x2x512 1.53x -> 3.59x, 300x2x300 1.50x -> 5.21x, 2048x3x2048 1.48x -> 3.21x, 300x4x300
@@ -229,8 +238,13 @@ DotOver dot_path_for(const GemmProblem& p, Isa isa, bool prepacked_b, const Cach
     return DotOver::a_rows;
   // Up to dot_max_rows rows of A against B's rows along K (not B's columns: the stream path's).
   int64_t max_rows = dot_max_rows(p.N, isa);
-  if (instead_of_packed && caches.split_256 && isa == Isa::avx2 && p.N >= kDotWideMinCols)
-    max_rows = p.N * p.K * 4 > caches.l3_bytes ? kDotMaxRowsOverPackedBigW : kDotMaxRowsOverPacked;
+  if (instead_of_packed && isa == Isa::avx2 && p.N >= kDotWideMinCols) {
+    if (caches.split_256)
+      max_rows =
+          p.N * p.K * 4 > caches.l3_bytes ? kDotMaxRowsOverPackedBigW : kDotMaxRowsOverPacked;
+    else if (caches.amd_zen)
+      max_rows = kDotMaxRowsOverPackedZen;
+  }
   if (p.M <= max_rows && p.b.row_stride == 1 && (p.N == 1 || p.b.col_stride != 1) &&
       p.K >= (p.N == 1 ? dot_min_k(p.M, 1, isa) : dot_min_k_b_rows(p.M, isa, caches)) &&
       dot_fits(p.N == 1 ? 0 : p.b.col_stride, 1, 1, p.K))
