@@ -68,6 +68,21 @@ double check_case(Case& c, Isa isa, int threads, const char* path,
   return worst_on_every_pool(*plan, c);
 }
 
+// Whether x @ W.T of shape s (A row-major, W's rows along K) takes the dot path over B's rows
+// on a machine of `caches`.
+bool takes_b_rows(Shape s, Isa isa, const CacheSizes& caches) {
+  Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4051, 0);
+  return dot_path_for(c.problem(), isa, false, caches) == DotOver::b_rows;
+}
+
+// The path (its first kernel's name up to '_') of a 2-thread plan for x @ W.T of shape s on a
+// machine of `caches`.
+std::string x_wt_path(Shape s, Isa isa, const CacheSizes& caches) {
+  Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4060, 0);
+  const std::string name = GemmPlan::make(c.problem(), isa, 2, false, caches)->kernels().at(0).name;
+  return name.substr(0, name.find('_'));
+}
+
 }  // namespace
 
 TEST_CASE("x86 gemm: GEMV-like layouts read along rows take the dot or stream path",
@@ -126,24 +141,20 @@ TEST_CASE("x86 gemm: on cores that split 256-bit ops, x @ W.T takes the dot path
   CacheSizes split;
   split.split_256 = true;
   const CacheSizes whole = CacheSizes{};
-  auto b_rows = [](Shape s, Isa isa, const CacheSizes& caches) {
-    Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4051, 0);
-    return dot_path_for(c.problem(), isa, false, caches) == DotOver::b_rows;
-  };
   for (Isa isa : {Isa::avx2, Isa::avx512}) {
     const bool avx512 = isa == Isa::avx512;
     INFO(isa_name(isa));
-    CHECK(b_rows({5, 462, 24}, isa, split) == avx512);  // AVX-512 from 4 M
-    CHECK(b_rows({5, 462, 24}, isa, whole));
-    CHECK(b_rows({8, 1000, 79}, isa, split) == avx512);
-    CHECK(b_rows({8, 1000, 80}, isa, split));
-    CHECK(b_rows({4, 1000, 39}, isa, split) == avx512);
-    CHECK(b_rows({4, 1000, 40}, isa, split));
-    CHECK(b_rows({3, 1000, 17}, isa, split) == avx512);
-    CHECK(b_rows({3, 1000, 18}, isa, split));
-    CHECK(b_rows({2, 1000, 11}, isa, split) == avx512);
-    CHECK(b_rows({2, 1000, 12}, isa, split));
-    CHECK(b_rows({1, 1000, 2}, isa, split));
+    CHECK(takes_b_rows({5, 462, 24}, isa, split) == avx512);  // AVX-512 from 4 M
+    CHECK(takes_b_rows({5, 462, 24}, isa, whole));
+    CHECK(takes_b_rows({8, 1000, 79}, isa, split) == avx512);
+    CHECK(takes_b_rows({8, 1000, 80}, isa, split));
+    CHECK(takes_b_rows({4, 1000, 39}, isa, split) == avx512);
+    CHECK(takes_b_rows({4, 1000, 40}, isa, split));
+    CHECK(takes_b_rows({3, 1000, 17}, isa, split) == avx512);
+    CHECK(takes_b_rows({3, 1000, 18}, isa, split));
+    CHECK(takes_b_rows({2, 1000, 11}, isa, split) == avx512);
+    CHECK(takes_b_rows({2, 1000, 12}, isa, split));
+    CHECK(takes_b_rows({1, 1000, 2}, isa, split));
   }
   // The plans take the direct kernels instead, and run.
   if (isa_supported(Isa::avx2)) {
@@ -164,26 +175,22 @@ TEST_CASE(
   CacheSizes zen;
   zen.amd_zen = true;
   const CacheSizes intel = CacheSizes{};
-  auto b_rows = [](Shape s, Isa isa, const CacheSizes& caches) {
-    Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4053, 0);
-    return dot_path_for(c.problem(), isa, false, caches) == DotOver::b_rows;
-  };
   for (Isa isa : {Isa::avx2, Isa::avx512}) {
     const bool avx512 = isa == Isa::avx512;
     INFO(isa_name(isa));
     // (AVX-512 from 4 M, or 2 M under 4 rows.)
-    CHECK_FALSE(b_rows({5, 462, 11}, isa, zen));
-    CHECK(b_rows({5, 462, 11}, isa, intel) == !avx512);
-    CHECK_FALSE(b_rows({5, 462, 19}, isa, zen));
-    CHECK(b_rows({5, 462, 20}, isa, zen));
-    CHECK_FALSE(b_rows({8, 1000, 31}, isa, zen));
-    CHECK(b_rows({8, 1000, 32}, isa, zen));
-    CHECK(b_rows({2, 1000, 7}, isa, zen) == avx512);
-    CHECK(b_rows({2, 1000, 8}, isa, zen));
-    CHECK(b_rows({1, 1000, 5}, isa, zen) == avx512);
-    CHECK(b_rows({1, 1000, 6}, isa, zen));
-    CHECK_FALSE(b_rows({16, 1000, 127}, isa, zen));
-    CHECK(b_rows({16, 1000, 128}, isa, zen));
+    CHECK_FALSE(takes_b_rows({5, 462, 11}, isa, zen));
+    CHECK(takes_b_rows({5, 462, 11}, isa, intel) == !avx512);
+    CHECK_FALSE(takes_b_rows({5, 462, 19}, isa, zen));
+    CHECK(takes_b_rows({5, 462, 20}, isa, zen));
+    CHECK_FALSE(takes_b_rows({8, 1000, 31}, isa, zen));
+    CHECK(takes_b_rows({8, 1000, 32}, isa, zen));
+    CHECK(takes_b_rows({2, 1000, 7}, isa, zen) == avx512);
+    CHECK(takes_b_rows({2, 1000, 8}, isa, zen));
+    CHECK(takes_b_rows({1, 1000, 5}, isa, zen) == avx512);
+    CHECK(takes_b_rows({1, 1000, 6}, isa, zen));
+    CHECK_FALSE(takes_b_rows({16, 1000, 127}, isa, zen));
+    CHECK(takes_b_rows({16, 1000, 128}, isa, zen));
   }
   if (!isa_supported(Isa::avx2)) {
     std::printf("SKIPPED: this CPU has no AVX2; x @ W.T's plans for a Zen not run\n");
@@ -218,25 +225,19 @@ TEST_CASE(
   CacheSizes split_small_l3 = split;
   split_small_l3.l3_bytes = 1 << 20;  // W of 300 x 1000 floats is past it
   const CacheSizes whole = CacheSizes{};
-  auto path = [](Shape s, Isa isa, const CacheSizes& caches) {
-    Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4060, 0);
-    const std::string name =
-        GemmPlan::make(c.problem(), isa, 2, false, caches)->kernels().at(0).name;
-    return name.substr(0, name.find('_'));
-  };
-  CHECK(path({24, 1000, 1024}, Isa::avx2, split) == "dot");
-  CHECK(path({24, 1000, 1024}, Isa::avx2, whole) == "packed");
-  CHECK(path({32, 300, 512}, Isa::avx2, split) == "dot");
-  CHECK(path({17, 128, 256}, Isa::avx2, split) == "dot");
-  CHECK(path({33, 300, 512}, Isa::avx2, split) == "packed");
-  CHECK(path({24, 127, 1024}, Isa::avx2, split) != "dot");  // under 128 columns
-  CHECK(path({32, 300, 255}, Isa::avx2, split) != "dot");   // K under 8 M
-  CHECK(path({24, 128, 200}, Isa::avx2, split) == "direct");
-  CHECK(path({48, 300, 1000}, Isa::avx2, split_small_l3) == "dot");
-  CHECK(path({64, 300, 1000}, Isa::avx2, split_small_l3) == "dot");
-  CHECK(path({48, 300, 1000}, Isa::avx2, split) == "packed");
-  CHECK(path({65, 300, 1000}, Isa::avx2, split_small_l3) == "packed");
-  CHECK(path({48, 300, 1000}, Isa::avx512, split_small_l3) == "packed");  // AVX-512 keeps 32
+  CHECK(x_wt_path({24, 1000, 1024}, Isa::avx2, split) == "dot");
+  CHECK(x_wt_path({24, 1000, 1024}, Isa::avx2, whole) == "packed");
+  CHECK(x_wt_path({32, 300, 512}, Isa::avx2, split) == "dot");
+  CHECK(x_wt_path({17, 128, 256}, Isa::avx2, split) == "dot");
+  CHECK(x_wt_path({33, 300, 512}, Isa::avx2, split) == "packed");
+  CHECK(x_wt_path({24, 127, 1024}, Isa::avx2, split) != "dot");  // under 128 columns
+  CHECK(x_wt_path({32, 300, 255}, Isa::avx2, split) != "dot");   // K under 8 M
+  CHECK(x_wt_path({24, 128, 200}, Isa::avx2, split) == "direct");
+  CHECK(x_wt_path({48, 300, 1000}, Isa::avx2, split_small_l3) == "dot");
+  CHECK(x_wt_path({64, 300, 1000}, Isa::avx2, split_small_l3) == "dot");
+  CHECK(x_wt_path({48, 300, 1000}, Isa::avx2, split) == "packed");
+  CHECK(x_wt_path({65, 300, 1000}, Isa::avx2, split_small_l3) == "packed");
+  CHECK(x_wt_path({48, 300, 1000}, Isa::avx512, split_small_l3) == "packed");  // AVX-512 keeps 32
   if (!isa_supported(Isa::avx2)) {
     std::printf("SKIPPED: this CPU has no AVX2; x @ W.T of 17-64 rows on the dot path not run\n");
     return;
@@ -273,21 +274,15 @@ TEST_CASE(
   zen.l2_bytes = 512 << 10;
   CacheSizes zen_small_l3 = zen;
   zen_small_l3.l3_bytes = 1 << 20;
-  auto path = [](Shape s, Isa isa, const CacheSizes& caches) {
-    Case c(s, Layout::row_major, Layout::transposed, EpiKind{}, 4070, 0);
-    const std::string name =
-        GemmPlan::make(c.problem(), isa, 2, false, caches)->kernels().at(0).name;
-    return name.substr(0, name.find('_'));
-  };
-  CHECK(path({24, 1000, 1024}, Isa::avx2, zen) == "dot");
-  CHECK(path({17, 128, 256}, Isa::avx2, zen) == "dot");
-  CHECK(path({25, 1000, 1024}, Isa::avx2, zen) == "packed");
-  CHECK(path({24, 127, 1024}, Isa::avx2, zen) != "dot");  // under 128 columns
-  CHECK(path({24, 300, 191}, Isa::avx2, zen) != "dot");   // K under 8 M
-  CHECK(path({48, 300, 1000}, Isa::avx2, zen_small_l3) == "packed");
-  CHECK(path({24, 1000, 1024}, Isa::avx2, CacheSizes{}) == "packed");
-  CHECK(path({24, 1000, 1024}, Isa::avx512, zen) == "dot");  // AVX-512's own 32 rows
-  CHECK(path({33, 1000, 1024}, Isa::avx512, zen) == "packed");
+  CHECK(x_wt_path({24, 1000, 1024}, Isa::avx2, zen) == "dot");
+  CHECK(x_wt_path({17, 128, 256}, Isa::avx2, zen) == "dot");
+  CHECK(x_wt_path({25, 1000, 1024}, Isa::avx2, zen) == "packed");
+  CHECK(x_wt_path({24, 127, 1024}, Isa::avx2, zen) != "dot");  // under 128 columns
+  CHECK(x_wt_path({24, 300, 191}, Isa::avx2, zen) != "dot");   // K under 8 M
+  CHECK(x_wt_path({48, 300, 1000}, Isa::avx2, zen_small_l3) == "packed");
+  CHECK(x_wt_path({24, 1000, 1024}, Isa::avx2, CacheSizes{}) == "packed");
+  CHECK(x_wt_path({24, 1000, 1024}, Isa::avx512, zen) == "dot");  // AVX-512's own 32 rows
+  CHECK(x_wt_path({33, 1000, 1024}, Isa::avx512, zen) == "packed");
   if (!isa_supported(Isa::avx2)) {
     std::printf("SKIPPED: this CPU has no AVX2; x @ W.T of 17-24 rows on the dot path not run\n");
     return;

@@ -64,30 +64,26 @@ TEST_CASE("x86 gemm: x.T @ w with 2-8 columns runs as its transpose", "[x86][gem
   CHECK_FALSE(takes_transposed({1000, 4, 64}, Isa::avx2));
   CHECK_FALSE(takes_transposed({768, 5, 512}, Isa::avx2));
   // Cores that split 256-bit ops, AVX2: up to 4 columns from K 8 at any M past half a vector,
-  // 5-8 from K 64 past a whole vector of rows (the transposed problem must not come back).
-  const CacheSizes split = host_caches(true);
-  const Layout at = Layout::transposed;
-  CHECK(takes_transposed({1000, 4, 64}, Isa::avx2, 2, at, split));
-  CHECK(takes_transposed({1000, 2, 8}, Isa::avx2, 2, at, split));
-  CHECK(takes_transposed({768, 5, 512}, Isa::avx2, 2, at, split));
-  CHECK(takes_transposed({300, 7, 300}, Isa::avx2, 2, at, split));
-  CHECK(takes_transposed({9, 8, 64}, Isa::avx2, 1, at, split));
-  CHECK_FALSE(takes_transposed({1000, 2, 7}, Isa::avx2, 2, at, split));
-  CHECK_FALSE(takes_transposed({1000, 8, 63}, Isa::avx2, 2, at, split));
-  CHECK_FALSE(takes_transposed({8, 5, 1000}, Isa::avx2, 2, at, split));
-  CHECK_FALSE(takes_transposed({1000, 9, 1000}, Isa::avx2, 2, at, split));
-  CHECK_FALSE(takes_transposed({4, 3, 1000}, Isa::avx2, 2, at, split));
-  // ... AVX-512 keeps its rule there.
-  CHECK_FALSE(takes_transposed({1000, 5, 64}, Isa::avx512, 2, at, split));
-  // Zen cores that run 256-bit ops whole (amd_zen) take the same rule.
+  // 5-8 from K 64 past a whole vector of rows (the transposed problem must not come back). Zen
+  // cores that run 256-bit ops whole (amd_zen) take the same rule.
   CacheSizes zen = host_caches(false);
   zen.amd_zen = true;
-  CHECK(takes_transposed({1000, 4, 64}, Isa::avx2, 2, at, zen));
-  CHECK(takes_transposed({1000, 2, 8}, Isa::avx2, 2, at, zen));
-  CHECK(takes_transposed({300, 7, 300}, Isa::avx2, 2, at, zen));
-  CHECK_FALSE(takes_transposed({1000, 2, 7}, Isa::avx2, 2, at, zen));
-  CHECK_FALSE(takes_transposed({1000, 8, 63}, Isa::avx2, 2, at, zen));
-  CHECK_FALSE(takes_transposed({1000, 5, 64}, Isa::avx512, 2, at, zen));
+  const Layout at = Layout::transposed;
+  for (const CacheSizes& m : {host_caches(true), zen}) {
+    INFO("split_256 " << m.split_256);
+    CHECK(takes_transposed({1000, 4, 64}, Isa::avx2, 2, at, m));
+    CHECK(takes_transposed({1000, 2, 8}, Isa::avx2, 2, at, m));
+    CHECK(takes_transposed({768, 5, 512}, Isa::avx2, 2, at, m));
+    CHECK(takes_transposed({300, 7, 300}, Isa::avx2, 2, at, m));
+    CHECK(takes_transposed({9, 8, 64}, Isa::avx2, 1, at, m));
+    CHECK_FALSE(takes_transposed({1000, 2, 7}, Isa::avx2, 2, at, m));
+    CHECK_FALSE(takes_transposed({1000, 8, 63}, Isa::avx2, 2, at, m));
+    CHECK_FALSE(takes_transposed({8, 5, 1000}, Isa::avx2, 2, at, m));
+    CHECK_FALSE(takes_transposed({1000, 9, 1000}, Isa::avx2, 2, at, m));
+    CHECK_FALSE(takes_transposed({4, 3, 1000}, Isa::avx2, 2, at, m));
+    // ... AVX-512 keeps its rule there.
+    CHECK_FALSE(takes_transposed({1000, 5, 64}, Isa::avx512, 2, at, m));
+  }
   // A's rows as runs (not transposed), or A strided both ways: not this path.
   CHECK_FALSE(takes_transposed({768, 4, 128}, Isa::avx512, 2, Layout::row_major));
   CHECK_FALSE(takes_transposed({768, 4, 128}, Isa::avx512, 2, Layout::strided));
