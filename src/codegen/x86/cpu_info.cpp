@@ -18,10 +18,11 @@ HostCpu detect() {
   using F = asmjit::CpuFeatures::X86;
   h.avx2_fma = cpu.hasFeature(F::kAVX2) && cpu.hasFeature(F::kFMA);
   h.avx512f = h.avx2_fma && cpu.hasFeature(F::kAVX512_F);
-  h.caches.amd_zen = (cpu.isVendor("AMD") && cpu.familyId() >= 0x17) ||
-                     (cpu.isVendor("HYGON") && cpu.familyId() == 0x18);
-  h.caches.split_256 = (cpu.isVendor("AMD") && cpu.familyId() == 0x17 && cpu.modelId() < 0x30) ||
-                       (cpu.isVendor("HYGON") && cpu.familyId() == 0x18);
+  // Hygon's cores are Zen 1's.
+  const bool hygon = cpu.isVendor("HYGON") && cpu.familyId() == 0x18;
+  h.caches.amd_zen = (cpu.isVendor("AMD") && cpu.familyId() >= 0x17) || hygon;
+  h.caches.split_256 =
+      (cpu.isVendor("AMD") && cpu.familyId() == 0x17 && cpu.modelId() < 0x30) || hygon;
   // The L2 and L3 sizes the JIT's device info reads (L2's is also in the disk cache's device
   // fingerprint).
   const kiln::CpuInfo& info = kiln::cpu_info();
