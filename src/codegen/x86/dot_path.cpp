@@ -202,10 +202,11 @@ int64_t dot_min_k(int64_t M, int64_t N, Isa isa) {
 // K = kZenDotMinK. AMD EPYC Zen 3 (2 vCPUs), the same pairing, dot against direct (B copied by
 // the 8x8 transposes and xmm moves of c25620f and 3393a5b; K = M was measured on Intel before
 // them): 2x1000x4 0.45x, 4x1000x8 0.63x, 8x1000x16 0.46x, 5x462x11 0.65-0.75x (A transposed
-// too 0.75x), 6x1000x18 0.68x, 3x1000x9 0.85x, 1x1000x4 0.79x, 1x1000x5 0.89x; at the bound
-// 1x1000x6 0.98x, 2x1000x8 1.30x, 3x1000x12 1.01x, 4x1000x16 0.75-0.92x (4x4096x16 2.6x),
-// 6x1000x24 0.85x, 8x1000x32 0.74-0.78x (8x4096x32 1.10x); past it 1x1000x8 2.08x, 2x1000x10
-// 1.52x, 3x1000x18 1.39x, 4x1000x24 1.27x, 6x1000x36 1.59x, 8x1000x40 1.37x.
+// too 0.75x), 6x1000x18 0.68x, 3x1000x9 0.85x, 1x1000x4 0.70-0.79x, 1x1000x5 0.89x; at the bound
+// 1x1000x6 0.98x, 2x1000x8 1.10-1.30x, 3x1000x12 0.99-1.01x, 4x1000x16 0.75-0.93x
+// (4x4096x16 2.2-2.6x), 6x1000x24 0.85-0.87x, 8x1000x32 0.74-0.78x (8x4096x32 1.10-1.14x); past it
+// 1x1000x8 2.08x, 2x1000x10 1.52x, 3x1000x18 1.39x, 4x1000x24 1.27x, 6x1000x36 1.59x,
+// 8x1000x40 1.37x.
 constexpr int64_t kZenDotMinK = 6;
 int64_t dot_min_k_b_rows(int64_t M, Isa isa, const CacheSizes& caches) {
   if (M > kDotMaxRows) return 8 * M;
