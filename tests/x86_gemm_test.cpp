@@ -274,7 +274,9 @@ TEST_CASE("x86 gemm: skinny path over B's rows a page or more apart, in K blocks
     }
     return ks;
   };
-  // (Each over the small volume, 64^3, which takes the direct path.)
+  // (Each over the small volume, 64^3, which takes the direct path.) Planned for Intel's cores:
+  // AVX2 on Zen cores takes the stream path over such rows (x86_stream_rows_test.cpp).
+  const CacheSizes intel = intel_caches();
   const std::vector<Shape> shapes = {{2, 1024, 200}, {8, 1024, 33},  {5, 1100, 65},
                                      {12, 1024, 70}, {9, 1100, 400}, {6, 1030, 64},
                                      {8, 1100, 32},  {7, 2048, 97},  {4, 1500, 300}};
@@ -287,7 +289,7 @@ TEST_CASE("x86 gemm: skinny path over B's rows a page or more apart, in K blocks
         INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " B " << layout_name(lb)
                            << " epilogue " << variant % 4);
         Case c(s, Layout::row_major, lb, e, uint32_t(9300 + variant));
-        auto plan = GemmPlan::make(c.problem(), isa, 2);
+        auto plan = GemmPlan::make(c.problem(), isa, 2, false, intel);
         const std::vector<int64_t> ks = k_blocks(*plan);
         REQUIRE(!ks.empty());  // the skinny path
         for (int64_t k : ks) CHECK(k <= 32);
@@ -302,12 +304,14 @@ TEST_CASE("x86 gemm: skinny path over B's rows a page or more apart, in K blocks
     }
     INFO(isa_name(isa));
     Case thirteen({13, 1024, 100}, Layout::row_major, Layout::row_major, EpiKind{}, 9399);
-    CHECK(GemmPlan::make(thirteen.problem(), isa, 2)->kernels().at(0).name.rfind("packed_", 0) ==
-          0);
+    CHECK(GemmPlan::make(thirteen.problem(), isa, 2, false, intel)
+              ->kernels()
+              .at(0)
+              .name.rfind("packed_", 0) == 0);
     // Rows under a page apart keep the long K blocks (512) where C's rows take one row block
     // (6 rows on either ISA; see the next test for more).
     Case near({6, 1000, 1100}, Layout::row_major, Layout::row_major, EpiKind{}, 9398);
-    const std::vector<int64_t> ks = k_blocks(*GemmPlan::make(near.problem(), isa, 2));
+    const std::vector<int64_t> ks = k_blocks(*GemmPlan::make(near.problem(), isa, 2, false, intel));
     CHECK(std::find(ks.begin(), ks.end(), 367) != ks.end());
   }
 }
@@ -365,7 +369,8 @@ TEST_CASE("x86 gemm: skinny kernels of several row blocks walk column tiles oute
       INFO(isa_name(isa) << " " << s.M << "x" << s.N << "x" << s.K << " B " << layout_name(lb)
                          << " epilogue " << variant % 4);
       Case c(s, variant % 2 ? Layout::padded : Layout::row_major, lb, e, uint32_t(9600 + variant));
-      auto plan = GemmPlan::make(c.problem(), isa, 2);
+      // (Intel's rules: on Zen cores AVX2 takes the stream path where B's rows are a page apart.)
+      auto plan = GemmPlan::make(c.problem(), isa, 2, false, intel_caches());
       bool cols_outer = false;
       for (const KernelInfo& k : plan->kernels())
         cols_outer |= k.name.rfind("direct_", 0) == 0 && k.name.find("_co") != std::string::npos;
@@ -585,8 +590,13 @@ TEST_CASE("x86 gemm: shapes take their fast path", "[x86][gemm][stats]") {
     }
     // B's rows a page or more apart: skinny up to 12 rows, else packed (gemm_driver.cpp,
     // kSkinnyMaxRowBytes, kSkinnyPageApartRows).
-    CHECK(std::string(path_of({4, 1024, 512})) == "skinny");
-    CHECK(std::string(path_of({12, 4096, 1024})) == "skinny");
+    // (AVX2 on Zen cores that run 256-bit ops whole: the stream path over those rows, from K = 32;
+    // stream_path.cpp, stream_rows_for.)
+    const CacheSizes& host = host_cpu().caches;
+    const char* page_apart =
+        host.amd_zen && !host.split_256 && isa == Isa::avx2 ? "stream" : "skinny";
+    CHECK(std::string(path_of({4, 1024, 512})) == page_apart);
+    CHECK(std::string(path_of({12, 4096, 1024})) == page_apart);
     CHECK(std::string(path_of({13, 1024, 512})) == "packed");
     // Above the small volume with B in a fifth of L2 (AVX2) or a tenth (AVX-512): the direct
     // kernels split over M (gemm_driver.cpp, kDirectRowsBShare); B of 256^3 is 256 KiB, of 100^3

@@ -2,6 +2,8 @@
 // with the same epilogue, and a tolerance check that also catches writes outside C.
 #pragma once
 
+#include "codegen/x86/blocking.h"
+#include "codegen/x86/cpu_info.h"
 #include "codegen/x86/gemm.h"
 #include "jit/thread_pool.h"
 
@@ -21,7 +23,9 @@ struct Shape {
 
 // padded: unit-stride rows ld = cols + 7 apart, from an unaligned start; reversed_rows: the last
 // row first (negative row stride), as a view x[::-1] gives; transposed_padded: unit-stride
-// columns rows + 5 apart, from an unaligned start (a transposed view of a padded matrix).
+// columns rows + 5 apart, from an unaligned start (a transposed view of a padded matrix);
+// wide_padded: as padded, but rows at least 1029 floats apart (over a page, however narrow: a
+// view of a few columns of a wide matrix).
 enum class Layout {
   row_major,
   transposed,
@@ -29,7 +33,8 @@ enum class Layout {
   broadcast_row,
   padded,
   reversed_rows,
-  transposed_padded
+  transposed_padded,
+  wide_padded
 };
 inline const char* layout_name(Layout l) {
   switch (l) {
@@ -47,6 +52,8 @@ inline const char* layout_name(Layout l) {
       return "reversed_rows";
     case Layout::transposed_padded:
       return "transposed_padded";
+    case Layout::wide_padded:
+      return "wide_padded";
   }
   return "?";
 }
@@ -129,6 +136,9 @@ struct Operand {
         break;
       case Layout::transposed_padded:
         rs = 1, cs = rows + 5, offset = 3, size = cols * cs;
+        break;
+      case Layout::wide_padded:
+        rs = std::max<int64_t>(cols, 1024) + 5, cs = 1, offset = 3, size = rows * rs;
         break;
     }
     storage.resize(size_t(offset + size + 1 + (line_shift >= 0 ? 16 : 0)));
@@ -349,6 +359,15 @@ class BatchedCase {
   EpiKind e_;
   std::vector<float> a_, b_, c_, res_, bias_;
 };
+
+// The host's caches as the planner sees an Intel core's (neither a Zen nor split-256): for tests
+// of rules that Zen cores take otherwise.
+inline CacheSizes intel_caches() {
+  CacheSizes c = host_cpu().caches;
+  c.split_256 = false;
+  c.amd_zen = false;
+  return c;
+}
 
 // Runs `plan` for c's problem on pools of 1, 2 and 3 threads and on none (gemm_batched's way),
 // C back to the sentinel each time, whatever threads the plan was made for: the worst

@@ -102,6 +102,8 @@ std::vector<CacheChoice>& cache_choices() {
       {"zen5", CacheSizes{1 << 20, 12, 4096}},
       {"xeon", CacheSizes{2 << 20, 12, 4096}},
       {"l2_256k", CacheSizes{256 << 10, 8, 4096}},
+      // A Zen 3 as the planner sees it (amd_zen: the Zen cores' rules; "zen3" above predates them).
+      {"zen3_rules", CacheSizes{512 << 10, 8, 4096, false, 32 << 20, true}},
   };
   return v;
 }
@@ -585,6 +587,7 @@ PlanInfo describe(const GemmPlan& plan) {
       break;
     case Path::stream:
       if (s.column_as_row) tag("column_as_row");
+      if (s.M > 1 && !s.column_as_row) tag("rows");
       tag(s.blk.tk > 1 ? "k_split" : "n_split");
       if (s.nchunks > 1) tag("chunks>1");
       d << " chunk=" << s.chunk << " nchunks=" << s.nchunks << " tk=" << s.blk.tk;

@@ -92,7 +92,8 @@ struct GemmPlan::Impl {
   // hundred pages); kernels by [last chunk][K block kind: first, middle, last, only].
   int64_t chunk = 0, nchunks = 0, kb = 0, nkb = 0;
   const Kernel* skinny[2][4] = {};
-  // stream: N in chunks, kernels by [last chunk]; with blk.tk > 1, K in that many runs per chunk
+  // stream: N in chunks, kernels by [last chunk] (over M rows where M > 1, not column_as_row);
+  // with blk.tk > 1 (M = 1), K in that many runs per chunk
   // (blk's MR, NR, mtiles and npanels set for reduce_k_split, kern[1][1] its epilogue)
   const Kernel* stream[2] = {};
   // A one-column C run on the stream path as its transpose (M, N: the transpose's 1 and M).
@@ -175,6 +176,8 @@ struct GemmPlan::Impl {
   int64_t plan_direct_rows_b(const GemmProblem& p);
   // Plans the stream path for a GEMV p; base: p's epilogue (bias_bcast: one bias value).
   void plan_stream(const GemmProblem& p, const KernelDesc& base, int64_t T);
+  // Plans the stream path over the rows of p (stream_rows_can); base: p's epilogue.
+  void plan_stream_rows(const GemmProblem& p, const KernelDesc& base, int64_t T);
   // Plans edge_split (edge_split.cpp) where N is one past a multiple of the vector width, C's
   // last column can take the dot path and the others a direct one; false (nothing planned)
   // elsewhere.
@@ -220,6 +223,10 @@ int64_t direct_rows_cap(const GemmProblem& p, Isa isa, const CacheSizes& caches)
 // Whether the stream path (stream_path.cpp) can run p (GEMV, B's rows forward with unit column
 // stride).
 bool stream_can(const GemmProblem& p, bool prepacked_b);
+// Whether the stream path can run p over its 2 to kStreamMaxRows rows (stream_path.cpp).
+bool stream_rows_can(const GemmProblem& p, bool prepacked_b);
+// Whether p takes the stream path over its rows (stream_path.cpp) on `isa` with these caches.
+bool stream_rows_for(const GemmProblem& p, Isa isa, bool prepacked_b, const CacheSizes& caches);
 // A.T @ b (one column, A's columns unit-stride, C and the residual contiguous columns), run on
 // the stream path as its transpose row_problem_of_column(p).
 bool column_as_row_fits(const GemmProblem& p);

@@ -17,8 +17,27 @@ void emit_packed_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
 void emit_direct_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
 // Streaming GEMV (M = 1) over a chunk of columns (stream_kernel.cpp).
 void emit_stream_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
+// Streaming over a few rows of C (2 to kStreamMaxRows) and a chunk of columns
+// (stream_rows_kernel.cpp).
+void emit_stream_rows_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
 // Dot-product GEMV over a chunk of rows of X, each row along K (dot_kernel.cpp).
 void emit_dot_kernel(asmjit::x86::Assembler& a, const KernelDesc& d);
+
+// The stream kernels over a few rows of C: at most this many rows (each row group's pass
+// rereads B's four rows from L1; see stream_rows_for in stream_path.cpp).
+inline constexpr int64_t kStreamMaxRows = 12;
+// The row stride, in floats, of such a kernel's block of C (KernelArgs::c_block) for a chunk of
+// `cols` columns: whole lines and one more, so that its rows fall into different L1 sets (C's own
+// rows, and B's, are often a multiple of 4 KiB apart: all in the same few sets).
+inline int64_t stream_rows_block_ld(int64_t cols) { return (cols + 15) / 16 * 16 + 16; }
+// Whether such a kernel's displacements fit 32 bits: B's four rows of a pass and the chunk, C's
+// and the residual's rows, A's rows and four of its columns (strides in floats).
+inline bool stream_rows_reach_fits(int64_t rows, int64_t cols, int64_t a_rs, int64_t a_cs,
+                                   int64_t b_rs, int64_t ldc, int64_t ld_res) {
+  constexpr int64_t kLimit = int64_t{1} << 30;
+  return 4 * (4 * b_rs + cols + 16) < kLimit && 4 * (rows * ldc + cols) < kLimit &&
+         4 * (rows * a_rs + 4 * a_cs) < kLimit && 4 * rows * ld_res < kLimit;
+}
 
 // The direct kernel's register tile for a shape: rows per block and vectors per column tile.
 struct DirectTiling {

@@ -64,6 +64,9 @@ std::string KernelDesc::name() const {
     if (b_rs) s += "_packb" + num(b_rs);
     if (panel_loop) s += "_loop";
     if (accumulate) s += "_acc";
+  } else if (kind == KernelKind::stream && rows > 1) {
+    s += "_M" + num(rows) + "N" + num(cols) + "_a" + num(a_rs) + "," + num(a_cs) + "_b" +
+         num(b_rs) + "_c" + num(ldc);
   } else if (kind == KernelKind::stream) {
     s += "_N" + num(cols) + "_a" + num(a_cs) + "_b" + num(b_rs);
   } else if (kind == KernelKind::dot) {
@@ -87,7 +90,10 @@ std::string KernelDesc::name() const {
     s += kActs[act];
     if (has_residual)
       s += std::string(has_residual == kResidualMul ? "_gate" : "_res") +
-           (kind == KernelKind::direct || kind == KernelKind::dot ? num(ld_res) : std::string());
+           (kind == KernelKind::direct || kind == KernelKind::dot ||
+                    (kind == KernelKind::stream && rows > 1)
+                ? num(ld_res)
+                : std::string());
   } else {
     s += "_partial";
   }
@@ -119,7 +125,7 @@ struct DescHash {
 //   address) | code (with those bytes zero)
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
-constexpr uint64_t kBlobVersion = 20;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
+constexpr uint64_t kBlobVersion = 21;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
                                        // 9: cols_outer; 10: has_col_scale; 11: k_align;
                                        // 12: no b_prefetch past the last K block;
                                        // 13: AVX2 edges by xmm moves, not vmaskmovps;
@@ -129,7 +135,8 @@ constexpr uint64_t kBlobVersion = 20;  // 6: KernelDesc::bias_bcast; 7: b_prefet
                                        // packed kernels packing B (b_rs); 17: panel_loop;
                                        // 18: gelu's ratio in x, its constants moved;
                                        // 19: narrow AVX2 packed edge tiles;
-                                       // 20: direct tiles prefetch A's next rows, C's next tile
+                                       // 20: direct tiles prefetch A's next rows, C's next tile;
+                                       // 21: stream kernels over a few rows of C
 constexpr uint64_t kMaxRelocs = 64;    // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB
@@ -370,7 +377,10 @@ class Registry {
         emit_direct_kernel(a, d);
         break;
       case KernelKind::stream:
-        emit_stream_kernel(a, d);
+        if (d.rows > 1)
+          emit_stream_rows_kernel(a, d);
+        else
+          emit_stream_kernel(a, d);
         break;
       case KernelKind::dot:
         emit_dot_kernel(a, d);

@@ -99,6 +99,9 @@ struct KernelArgs {
   // scale and residual are at the first tile's first column; b_next and c_next are for the call
   // after the last panel.
   int64_t panels = 1;
+  // stream over rows (KernelDesc::rows > 1): C's chunk accumulates here, its rows
+  // stream_rows_block_ld(cols) floats apart, and goes to C through the epilogue after K.
+  float* c_block = nullptr;
 };
 using KernelFn = void (*)(const KernelArgs* args, const float* a, const float* b, float* c);
 

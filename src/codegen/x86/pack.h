@@ -43,6 +43,7 @@ enum class ScratchSlot : int {
   b_copy,
   k_partial,
   c_transposed,
+  c_block,  // the stream kernels' over rows (KernelArgs::c_block)
   kCount
 };
 float* thread_scratch(ScratchSlot slot, size_t floats);

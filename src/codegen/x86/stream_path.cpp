@@ -2,6 +2,7 @@
 // by row into a chunk of C kept in L1, the chunks over the threads, or runs of K with partial
 // rows added after them), and A.T @ b for one column b, run as its transpose.
 #include "codegen/x86/gemm_plan.h"
+#include "codegen/x86/generators.h"
 #include "codegen/x86/pack.h"
 
 #include <algorithm>
@@ -14,6 +15,9 @@ namespace {
 // per thread's share so that small N is not split into slivers.
 constexpr int64_t kStreamMaxCols = 4096;
 constexpr int64_t kStreamMinCols = 256;
+// Over M rows: chunks whose M rows of C and four rows of B take at most this much (of L1's 32
+// KiB; the rest for A's elements and the stack).
+constexpr int64_t kStreamRowsL1Bytes = 24 * 1024;
 // Stream K split: where fewer chunks of at most kStreamMaxCols columns than threads cover N, the
 // threads split K instead (each over all of its chunk's columns, into C or a partial row summed
 // after): every task then reads one contiguous run of B's rows front to back, instead of a narrow
@@ -105,6 +109,66 @@ void GemmPlan::Impl::plan_stream(const GemmProblem& p, const KernelDesc& base, i
   }
 }
 
+// Whether the stream path can run p over its M rows (stream_rows_kernel.cpp): exact dims, A's
+// rows and columns forward, B's columns unit-stride and its rows forward, within the kernel's
+// displacements, at most kStreamMaxRows rows.
+bool stream_rows_can(const GemmProblem& p, bool prepacked_b) {
+  return !prepacked_b && p.M >= 2 && p.M <= kStreamMaxRows && !p.dynamic_m && !p.dynamic_nk &&
+         p.a.row_stride > 0 && p.a.col_stride > 0 && p.b.col_stride == 1 && p.b.row_stride > 0 &&
+         p.ldc >= p.N && (!p.epi.residual || p.epi.ld_residual >= p.N) &&
+         stream_rows_reach_fits(p.M, std::min(p.N, kStreamMaxCols), p.a.row_stride, p.a.col_stride,
+                                p.b.row_stride, p.ldc, p.epi.residual ? p.epi.ld_residual : 0);
+}
+
+// The stream path over a few rows of C instead of the direct, skinny or packed paths: on AMD Zen
+// cores that run 256-bit ops whole, AVX2, from kStreamRowsMinK of K, where B's rows are at least
+// kStreamRowsMinRowBytes apart (the direct and skinny kernels walk B down its columns, a page or
+// more between loads: see kSkinnyMaxRowBytes in skinny_path.cpp; the packed path packs all of B
+// for a few rows). AMD EPYC Zen 3, paired plans against the plans before, 2 threads (one):
+// 2x4096x1024 2.03x (2.75x), 3x4096x1024 1.72x, 4x1024x1024 1.99x (1.84x), 6x4096x1024 1.34x,
+// 8x4096x1024 2.2x (2.23x), 10x4096x1024 2.07x, 12x4096x1024 1.75x (1.72x), 12x1024x1024
+// (2.04x), 8x4096x4096 1.59x, 4x11008x4096 1.52x, 8x2048x128 1.98x (2.16x), 8x4096x64 1.89x,
+// 8x4096x32 1.63x, 4x4096x48 1.31x, 12x2048x64 1.41x, 16x512x512 1.15x, 8x768x3072 (rows 3 KiB
+// apart) 1.12x; past the bounds 14x4096x1024 1.04x and 16x4096x1024 0.92x (packed),
+// 16x1024x1024 1.22x, rows under a page apart 8x1000x1000 0.89x, 16x768x3072 0.84x,
+// 12x300x300 0.80x, 5x1000x333 0.79x, and a short K 6x4096x16 0.76x (one thread). Not measured
+// on Intel's cores (whose skinny rules were) nor on split-256 ones.
+constexpr int64_t kStreamRowsMinK = 32;
+constexpr int64_t kStreamRowsMinRowBytes = 4096;
+
+bool stream_rows_for(const GemmProblem& p, Isa isa, bool prepacked_b, const CacheSizes& caches) {
+  return caches.amd_zen && !caches.split_256 && isa == Isa::avx2 && p.K >= kStreamRowsMinK &&
+         p.b.row_stride * 4 >= kStreamRowsMinRowBytes && stream_rows_can(p, prepacked_b);
+}
+
+// The stream path over the M rows of p (stream_rows_can): N in chunks whose M rows of C and four
+// rows of B take at most kStreamRowsL1Bytes (they stay in L1 while B's rows stream past), as
+// evenly as that allows over the threads; each chunk over all of K.
+void GemmPlan::Impl::plan_stream_rows(const GemmProblem& p, const KernelDesc& base, int64_t T) {
+  path = Path::stream;
+  const int64_t vl = isa_lanes(isa);
+  const int64_t fit = std::max(vl, kStreamRowsL1Bytes / (4 * (p.M + 4)) / vl * vl);
+  const int64_t share = round_up(ceil_div(p.N, T), vl);
+  nchunks = ceil_div(p.N, std::min(fit, share));
+  chunk = round_up(ceil_div(p.N, nchunks), vl);
+  nchunks = ceil_div(p.N, chunk);
+  const int64_t last_chunk = p.N - (nchunks - 1) * chunk;
+  blk.tk = 1;
+  for (int lc = 0; lc < 2; ++lc) {
+    if (lc == 0 && nchunks == 1) continue;
+    KernelDesc d = base;
+    d.kind = KernelKind::stream;
+    d.rows = p.M;
+    d.cols = lc ? last_chunk : chunk;
+    d.a_rs = p.a.row_stride;
+    d.a_cs = p.a.col_stride;
+    d.b_rs = p.b.row_stride;
+    d.ldc = p.ldc;
+    d.ld_res = p.epi.residual ? p.epi.ld_residual : 0;
+    stream[lc] = use(d);
+  }
+}
+
 void GemmPlan::Impl::run_stream(const GemmProblem& p, ThreadPool* pool) const {
   // Task t: chunk t % nchunks over K run t / nchunks, into C (the first run) or a partial row.
   const int64_t tk = blk.tk;
@@ -118,6 +182,9 @@ void GemmPlan::Impl::run_stream(const GemmProblem& p, ThreadPool* pool) const {
       KernelArgs args{nullptr,    p.epi.residual ? p.epi.residual + j0 : nullptr, k1 - k0, 0, 0,
                       p.epi.scale};
       set_columns(args, p.epi, column_as_row ? 0 : j0);
+      if (M > 1 && !column_as_row)
+        args.c_block =
+            thread_scratch(ScratchSlot::c_block, size_t(M * stream_rows_block_ld(chunk)));
       stream[c == nchunks - 1]->fn(&args, p.a.data + k0 * p.a.col_stride,
                                    p.b.data + k0 * p.b.row_stride + j0, y + j0);
     }
