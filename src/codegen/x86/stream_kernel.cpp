@@ -6,6 +6,7 @@
 // tile by column tile, jumping a whole row between loads.) Four rows of B per pass over y: one load
 // and one store of y per four FMAs.
 #include "codegen/x86/generators.h"
+#include "codegen/x86/stream_loop.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
 
@@ -15,7 +16,7 @@ namespace kiln::x86 {
 
 namespace {
 
-constexpr int kRowsPerPass = 4;
+constexpr int kRowsPerPass = kStreamRowsPerPass;
 constexpr int kGroup = 4;  // vectors per column-loop iteration
 
 int32_t arg(size_t offset) { return static_cast<int32_t>(offset); }
@@ -149,30 +150,12 @@ void StreamGen::emit() {
     if (full_ < nvec_) v_.store_masked(ax::ptr(yj_, int32_t(full_ * vl_ * 4)), z, last_n_, spare);
   }
   const int32_t xs = int32_t(d_.a_cs * 4), brs = int32_t(d_.b_rs * 4);
-  asmjit::Label quads = a_.newLabel(), single = a_.newLabel(), singles = a_.newLabel(),
-                done = a_.newLabel();
-  a_.mov(qcnt_, ax::ptr(args_, arg(offsetof(KernelArgs, kc))));
-  a_.shr(qcnt_, 2);
-  a_.jz(singles);
-  a_.bind(quads);
-  for (int r = 0; r < kRowsPerPass; ++r) a_.vbroadcastss(bc(r), ax::dword_ptr(x_, r * xs));
-  pass(kRowsPerPass);
-  a_.add(bb_, kRowsPerPass * brs);
-  a_.add(x_, kRowsPerPass * xs);
-  a_.dec(qcnt_);
-  a_.jnz(quads);
-  a_.bind(singles);
-  a_.mov(qcnt_, ax::ptr(args_, arg(offsetof(KernelArgs, kc))));
-  a_.and_(qcnt_, kRowsPerPass - 1);
-  a_.jz(done);
-  a_.bind(single);
-  a_.vbroadcastss(bc(0), ax::dword_ptr(x_));
-  pass(1);
-  a_.add(bb_, brs);
-  a_.add(x_, xs);
-  a_.dec(qcnt_);
-  a_.jnz(single);
-  a_.bind(done);
+  emit_stream_k_loop(a_, args_, qcnt_, [&](int rows) {
+    for (int r = 0; r < rows; ++r) a_.vbroadcastss(bc(r), ax::dword_ptr(x_, r * xs));
+    pass(rows);
+    a_.add(bb_, rows * brs);
+    a_.add(x_, rows * xs);
+  });
   epilogue_pass();
   a_.vzeroupper();
   a_.ret();

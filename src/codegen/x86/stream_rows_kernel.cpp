@@ -14,6 +14,7 @@
 // (The direct kernels' register tiles walk B down its columns, a row stride between loads: on an
 // AMD Zen 3 with rows a page apart that ran at a fifth of the GEMV's bandwidth.)
 #include "codegen/x86/generators.h"
+#include "codegen/x86/stream_loop.h"
 #include "codegen/x86/vec_emit.h"
 #include "support/check.h"
 
@@ -24,7 +25,7 @@ namespace kiln::x86 {
 
 namespace {
 
-constexpr int kRowsPerPass = 4;
+constexpr int kRowsPerPass = kStreamRowsPerPass;
 
 int32_t arg(size_t offset) { return static_cast<int32_t>(offset); }
 
@@ -192,41 +193,23 @@ void StreamRowsGen::emit() {
       for (int q = 0; q < nb; ++q)
         a_.vbroadcastss(bc(r, q), ax::dword_ptr(x_, int32_t((r0 + r) * d_.a_rs * 4) + q * xs));
   };
-  asmjit::Label quads = a_.newLabel(), not_last = a_.newLabel(), single = a_.newLabel(),
-                singles = a_.newLabel(), done = a_.newLabel();
-  a_.mov(qcnt_, ax::ptr(args_, arg(offsetof(KernelArgs, kc))));
-  a_.shr(qcnt_, 2);
-  a_.jz(singles);
-  a_.bind(quads);
-  a_.mov(pf_, kRowsPerPass * brs);
-  a_.cmp(qcnt_, 1);
-  a_.jne(not_last);
-  a_.xor_(pf_.r32(), pf_.r32());
-  a_.bind(not_last);
-  for (int r0 = 0; r0 < rows; r0 += group_) {
-    const int g = std::min(group_, rows - r0);
-    broadcasts(r0, g, kRowsPerPass);
-    pass(kRowsPerPass, r0, g, r0 == 0);
-  }
-  a_.add(bb_, kRowsPerPass * brs);
-  a_.add(x_, kRowsPerPass * xs);
-  a_.dec(qcnt_);
-  a_.jnz(quads);
-  a_.bind(singles);
-  a_.mov(qcnt_, ax::ptr(args_, arg(offsetof(KernelArgs, kc))));
-  a_.and_(qcnt_, kRowsPerPass - 1);
-  a_.jz(done);
-  a_.bind(single);
-  for (int r0 = 0; r0 < rows; r0 += group_) {
-    const int g = std::min(group_, rows - r0);
-    broadcasts(r0, g, 1);
-    pass(1, r0, g, false);
-  }
-  a_.add(bb_, brs);
-  a_.add(x_, xs);
-  a_.dec(qcnt_);
-  a_.jnz(single);
-  a_.bind(done);
+  emit_stream_k_loop(a_, args_, qcnt_, [&](int nb) {
+    if (nb == kRowsPerPass) {
+      asmjit::Label not_last = a_.newLabel();
+      a_.mov(pf_, kRowsPerPass * brs);
+      a_.cmp(qcnt_, 1);
+      a_.jne(not_last);
+      a_.xor_(pf_.r32(), pf_.r32());
+      a_.bind(not_last);
+    }
+    for (int r0 = 0; r0 < rows; r0 += group_) {
+      const int g = std::min(group_, rows - r0);
+      broadcasts(r0, g, nb);
+      pass(nb, r0, g, nb == kRowsPerPass && r0 == 0);
+    }
+    a_.add(bb_, nb * brs);
+    a_.add(x_, nb * xs);
+  });
   store_rows();
   a_.vzeroupper();
   a_.ret();
