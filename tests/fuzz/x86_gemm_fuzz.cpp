@@ -107,6 +107,11 @@ std::vector<CacheChoice>& cache_choices() {
   };
   return v;
 }
+int cache_index(const std::string& name) {
+  for (size_t c = 0; c < cache_choices().size(); ++c)
+    if (cache_choices()[c].name == name) return int(c);
+  return 0;
+}
 
 struct Params {
   int64_t M = 1, N = 1, K = 1;
@@ -852,7 +857,7 @@ Params draw(Draw& d) {
       "any",        "tiny",        "direct",      "stream",      "column_as_row", "dot_a_rows",
       "dot_b_rows", "skinny",      "skinny_page", "direct_rows", "direct_k",      "packed",
       "few_rows",   "rows_outer",  "k_split",     "long_k",      "wide_tall",     "a_alias",
-      "big",        "huge_stride", "degenerate",  "dynamic",     "transposed"};
+      "big",        "huge_stride", "degenerate",  "dynamic",     "transposed",    "stream_rows"};
   const int r = int(d.range(0, int64_t(sizeof(kRecipes) / sizeof(kRecipes[0])) - 1));
   P.recipe = kRecipes[r];
   P.a = layout_any(d);
@@ -907,6 +912,15 @@ Params draw(Draw& d) {
     P.b = rc == "skinny_page" ? page_rows(d, P.N) : unit_cols(d);
     if (rc == "skinny_page" && d.chance(0.4))
       P.N = std::max<int64_t>(P.N, 1024), P.b = OpSpec{0, 0, 0};
+  } else if (rc == "stream_rows") {
+    // A few rows over B's rows a page or more apart (stream_path.cpp, stream_rows_for), planned
+    // for a Zen 3's rules (AVX2 takes the stream path there), and just past its bounds.
+    P.M = d.range(2, 14);
+    P.N = d.chance(0.5) ? d.range(1000, 4200) : d.range(1, 100);
+    P.K = d.chance(0.3) ? d.pick<int64_t>({28, 31, 32, 33, 34, 35, 64}) : d.range(28, 2100);
+    P.b = P.N < 1024 || d.chance(0.4) ? page_rows(d, P.N) : unit_cols(d);
+    if (d.chance(0.3)) P.a = d.chance(0.5) ? unit_rows(d) : weird(d, P.M, P.K);
+    P.caches = cache_index("zen3_rules");
   } else if (rc == "direct_rows") {
     P.M = d.chance(0.5) ? d.pick(kRowMarks) : d.range(65, 2100);
     P.N = d.chance(0.5) ? d.pick<int64_t>({8, 16, 17, 24, 32, 48, 63, 64, 65, 96, 100, 127, 128,
