@@ -14,7 +14,8 @@ namespace kiln::x86 {
 enum class KernelKind : int64_t {
   packed,  // BLIS microkernel: packed A panel [kc][MR] x packed B panel [kc][NR] -> C tile
   direct,  // unpacked, fully specialized: exact M, N, K and strides baked in (small / skinny)
-  stream,  // GEMV (M = 1): a chunk of C's row in L1, B streamed row by row; K at run time
+  stream,  // GEMV (M = 1), or a few rows: a chunk of C's rows in L1, B streamed row by row; K at
+           // run time
   dot,     // GEMV along rows: out[j] = v . X[j] over a chunk of rows X[j] (x @ W.T, A @ column)
 };
 
@@ -23,14 +24,16 @@ enum class KernelKind : int64_t {
 struct KernelDesc {
   KernelKind kind = KernelKind::packed;
   int64_t isa = 0;   // Isa
-  int64_t rows = 0;  // packed: valid rows of the tile (<= MR); direct: M; stream: 1; dot: vectors
-                     // (up to 4 on AVX-512 and 2 on AVX2, each a_rs from the one before)
+  int64_t rows = 0;  // packed: valid rows of the tile (<= MR); direct: M; stream: M (1: the
+                     // GEMV's kernel, else stream_rows_kernel.cpp's); dot: vectors (up to 4 on
+                     // AVX-512 and 2 on AVX2, each a_rs from the one before)
   int64_t cols = 0;  // packed: valid cols of the tile (<= NR); direct: N; stream: chunk;
                      // dot: outputs (rows of X)
   // K: direct and dot: K; packed: 0 (kc comes at run time)
   int64_t MR = 0, NR = 0;  // packed: panel strides; direct: 0
   int64_t K = 0;
-  // direct (stream: a_cs, b_rs; dot: a_cs = 1 (v), b_rs (X's rows), ldc = 1); packed: a_rs > 0
+  // direct (stream: a_cs, b_rs, and over rows a_rs, ldc, ld_res; dot: a_cs = 1 (v), b_rs (X's
+  // rows), ldc = 1); packed: a_rs > 0
   // reads A in place (rows a_rs apart, unit column stride) and stores its packed panel to
   // KernelArgs::a_pack as it goes (the first call over each block of A; see packed_kernel.cpp);
   // b_rs > 0 (not with a_rs) the same for B: its rows b_rs apart, its panel to

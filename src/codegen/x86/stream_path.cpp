@@ -1,6 +1,7 @@
 // The stream path (stream_kernel.cpp) for GEMVs: M = 1 with B's rows unit-stride (B streamed row
 // by row into a chunk of C kept in L1, the chunks over the threads, or runs of K with partial
-// rows added after them), and A.T @ b for one column b, run as its transpose.
+// rows added after them), and A.T @ b for one column b, run as its transpose; and, on some cores,
+// 2 to kStreamMaxRows rows of C (stream_rows_kernel.cpp, stream_rows_for).
 #include "codegen/x86/gemm_plan.h"
 #include "codegen/x86/generators.h"
 #include "codegen/x86/pack.h"
