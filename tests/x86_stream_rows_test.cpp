@@ -75,6 +75,18 @@ TEST_CASE(
   CacheSizes zen1 = kZen3;
   zen1.split_256 = true;
   CHECK_FALSE(takes_stream_rows({8, 4096, 1024}, rm, rm, zen1));
+  // Chunks: M rows of C and B's four rows within 24 KiB, B's rows not counted for one pair of rows
+  // (read once a pass); as even as that allows over the threads (stream_path.cpp).
+  auto chunk_cols = [&](Shape s) {
+    Case c(s, rm, rm, EpiKind{}, 7102);
+    const std::string name =
+        GemmPlan::make(c.problem(), Isa::avx2, 2, false, kZen3)->kernels().at(0).name;
+    return name.substr(0, name.find("_a", name.find("_M")));
+  };
+  CHECK(chunk_cols({2, 4096, 64}) == "stream_avx2_M2N2048");  // 3072 fit, 2048 a thread
+  CHECK(chunk_cols({2, 8192, 64}) == "stream_avx2_M2N2736");  // 3 chunks of at most 3072
+  CHECK(chunk_cols({3, 4096, 64}) == "stream_avx2_M3N824");   // 872 fit: 5 chunks
+  CHECK(chunk_cols({8, 4096, 64}) == "stream_avx2_M8N512");
   // A constant weight is packed once for such a plan (x86_backend.cpp): the packed path over it
   // runs faster (gemm_driver.cpp, prepacked_b_pays).
   Case c({8, 4096, 64}, rm, rm, EpiKind{}, 7101);
