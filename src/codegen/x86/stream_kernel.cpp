@@ -104,17 +104,7 @@ void StreamGen::epilogue_pass() {
   if (d_.has_residual) a_.mov(res, ax::ptr(args_, arg(offsetof(KernelArgs, residual))));
   a_.mov(yj_, yb_);
   const ax::Vec t[4] = {tmp(0), tmp(1), tmp(2), tmp(3)};
-  VecEmitter::Epilogue e;
-  e.scale = d_.has_scale;
-  e.scale_mem = ax::dword_ptr(args_, arg(offsetof(KernelArgs, scale)));
-  e.bias = d_.has_bias;
-  e.bias_broadcast = d_.bias_bcast != 0;
-  e.act = Activation(d_.act);
-  e.residual = d_.has_residual;
-  e.bias_mem = d_.bias_bcast ? ax::dword_ptr(bias) : ax::ptr(bias);
-  e.col_scale = d_.has_col_scale;
-  e.col_scale_mem = d_.bias_bcast ? ax::dword_ptr(cs) : ax::ptr(cs);
-  e.residual_mem = ax::ptr(res);
+  const VecEmitter::Epilogue e = stream_epilogue(d_, args_, bias, cs, res);
   auto one = [&](int n) {
     const ax::Vec y = acc(0);
     v_.load_masked(y, ax::ptr(yj_), n);

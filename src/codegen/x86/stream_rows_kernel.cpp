@@ -36,8 +36,7 @@ class StreamRowsGen {
     nvec_ = int((d.cols + vl_ - 1) / vl_);
     last_n_ = int(d.cols - int64_t(nvec_ - 1) * vl_);
     full_ = last_n_ == vl_ ? nvec_ : nvec_ - 1;
-    per_line_ = std::max(1, 64 / (vl_ * 4));
-    KILN_CHECK(d.isa == int64_t(Isa::avx2) && d.cols >= 1 && d.rows >= 2 &&
+    KILN_CHECK(d.isa == int64_t(Isa::avx2) && d.bias_bcast == 0 && d.cols >= 1 && d.rows >= 2 &&
                d.rows <= kStreamMaxRows && d.a_rs > 0 && d.a_cs > 0 && d.b_rs > 0 &&
                d.ldc >= d.cols)
         << d.name();
@@ -65,8 +64,9 @@ class StreamRowsGen {
   const KernelDesc& d_;
   VecEmitter v_;
   int vl_;
-  static constexpr int group_ = 2;  // C's rows a pass runs over at once
-  int nvec_ = 0, last_n_ = 0, full_ = 0, per_line_ = 1;
+  static constexpr int group_ = 2;     // C's rows a pass runs over at once
+  static constexpr int per_line_ = 2;  // AVX2 vectors in a 64-byte line
+  int nvec_ = 0, last_n_ = 0, full_ = 0;
   // yb_: the block of C (C itself, the call's c, waits in the red zone at c_saved_). pf_: the
   // byte distance from this pass's rows of B to the next pass's (0 in the last pass, whose
   // prefetches then reread its own rows instead of reaching past B). rax: the constant base,
@@ -136,16 +136,7 @@ void StreamRowsGen::store_rows() {
   // x_ and bb_ (A's and B's pointers) are free after the passes; bj_ walks C's row.
   const ax::Gp bias = jcnt_, res = bb_, cs = x_, cj = bj_;
   const ax::Vec t[4] = {v_.vec(1), v_.vec(2), v_.vec(3), v_.vec(4)};
-  VecEmitter::Epilogue e;
-  e.scale = d_.has_scale;
-  e.scale_mem = ax::dword_ptr(args_, arg(offsetof(KernelArgs, scale)));
-  e.bias = d_.has_bias;
-  e.act = Activation(d_.act);
-  e.residual = d_.has_residual;
-  e.bias_mem = ax::ptr(bias);
-  e.col_scale = d_.has_col_scale;
-  e.col_scale_mem = ax::ptr(cs);
-  e.residual_mem = ax::ptr(res);
+  const VecEmitter::Epilogue e = stream_epilogue(d_, args_, bias, cs, res);
   auto one = [&](int n) {
     const ax::Vec c = v_.vec(0);
     v_.load_masked(c, ax::ptr(yj_), n);
