@@ -131,9 +131,13 @@ bool stream_rows_can(const GemmProblem& p, bool prepacked_b) {
 // (2.04x), 8x4096x4096 1.59x, 4x11008x4096 1.52x, 8x2048x128 1.98x (2.16x), 8x4096x64 1.89x,
 // 8x4096x32 1.63x, 4x4096x48 1.31x, 12x2048x64 1.41x, 16x512x512 1.15x, 8x768x3072 (rows 3 KiB
 // apart) 1.12x; past the bounds 14x4096x1024 1.04x and 16x4096x1024 0.92x (packed),
-// 16x1024x1024 1.22x, rows under a page apart 8x1000x1000 0.89x, 16x768x3072 0.84x,
-// 12x300x300 0.80x, 5x1000x333 0.79x, and a short K 6x4096x16 0.76x (one thread). Not measured
-// on Intel's cores (whose skinny rules were) nor on split-256 ones.
+// rows under a page apart 8x1000x1000 0.89x, 16x768x3072 0.84x, 12x300x300 0.80x, 5x1000x333
+// 0.79x, and a short K 6x4096x16 0.76x (one thread). Rows 13-16 measured again with the bound
+// at 16 (same machine, later session): 16x1024x1024 1.02-1.33x over four runs, 16x1024x2048
+// 1.38x, 16x1280x1024 1.42x, 16x1024x512 1.14x, 14x1024x1024 1.01x, but 13x1024x1024
+// 0.90-0.97x, 16x2048x1024 0.86x, 16x2048x2048 0.91x, 16x4096x1024 1.00x, 16x11008x4096
+// 0.96x: no clean bound, kept at 12. Not measured on Intel's cores (whose skinny rules were)
+// nor on split-256 ones.
 constexpr int64_t kStreamRowsMinK = 32;
 constexpr int64_t kStreamRowsMinRowBytes = 4096;
 
