@@ -40,6 +40,22 @@ bool takes_transposed(Shape s, Isa isa, int threads = 2, Layout la = Layout::tra
   return true;
 }
 
+// A Zen 3's caches (AVX2 there runs 256-bit ops whole: amd_zen, not split_256).
+CacheSizes zen3_caches() {
+  CacheSizes c{512 << 10, 8, 4096, false, 32 << 20, true};
+  return c;
+}
+
+// Whether the plan for c on `caches` runs as the transpose: run once (on the host, which must
+// have the ISA), by the counter that moved.
+bool runs_transposed(Case& c, Isa isa, const CacheSizes& caches) {
+  static kiln::ThreadPool pool(2);
+  auto plan = GemmPlan::make(c.problem(), isa, 2, false, caches);
+  const GemmStats before = stats();
+  plan->run(c.problem(), pool);
+  return stats().transposed_calls > before.transposed_calls;
+}
+
 }  // namespace
 
 TEST_CASE("x86 gemm: x.T @ w with 2-8 columns runs as its transpose", "[x86][gemm][transposed]") {
@@ -79,7 +95,10 @@ TEST_CASE("x86 gemm: x.T @ w with 2-8 columns runs as its transpose", "[x86][gem
     CHECK_FALSE(takes_transposed({1000, 2, 7}, Isa::avx2, 2, at, m));
     CHECK_FALSE(takes_transposed({1000, 8, 63}, Isa::avx2, 2, at, m));
     CHECK_FALSE(takes_transposed({8, 5, 1000}, Isa::avx2, 2, at, m));
-    CHECK_FALSE(takes_transposed({1000, 9, 1000}, Isa::avx2, 2, at, m));
+    // Past a vector of columns: on split cores, never; on the others the wide rule takes a tall
+    // C (see the test of it below).
+    CHECK(takes_transposed({1000, 9, 1000}, Isa::avx2, 2, at, m) == !m.split_256);
+    CHECK_FALSE(takes_transposed({100, 9, 1000}, Isa::avx2, 2, at, m));
     CHECK_FALSE(takes_transposed({4, 3, 1000}, Isa::avx2, 2, at, m));
     // ... AVX-512 keeps its rule there.
     CHECK_FALSE(takes_transposed({1000, 5, 64}, Isa::avx512, 2, at, m));
@@ -172,6 +191,90 @@ TEST_CASE("x86 gemm: x.T @ w run as its transpose matches the reference",
       std::printf("%s%s: %d plans run as the transpose\n", isa_name(isa),
                   split ? " (cores that split 256-bit ops)" : "", taken);
       CHECK(taken >= (isa == Isa::avx512 ? 20 : split ? 20 : 8));
+    }
+  }
+}
+
+TEST_CASE("x86 gemm: transpose_into writes C's first N columns for any N",
+          "[x86][gemm][transposed]") {
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX; transpose_into not run\n");
+    return;
+  }
+  // N past the 8 rows of one transpose_rows_into, with a remainder or none; M within, at and
+  // past kTransposeBlockRows, with and without a tail past the 8x8 transposes.
+  for (int64_t N : {1, 8, 9, 16, 17, 64, 65}) {
+    for (int64_t M : {0, 1, 7, 63, 64, 65, 130}) {
+      const int64_t ss = M + 3, ldc = N + 2;
+      std::vector<float> s(size_t(N * ss + 1)), c(size_t((M + 1) * ldc), -1.0f);
+      for (size_t i = 0; i < s.size(); ++i) s[i] = float(i);
+      transpose_into(s.data(), ss, N, M, c.data(), ldc);
+      INFO("N " << N << " M " << M);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i <= M; ++i)
+        for (int64_t j = 0; j < ldc; ++j)
+          wrong += c[size_t(i * ldc + j)] != (i < M && j < N ? s[size_t(j * ss + i)] : -1.0f);
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("x86 gemm: x.T @ w of up to 64 columns over a tall C runs as its transpose on Zen",
+          "[x86][gemm][transposed]") {
+  if (!isa_supported(Isa::avx2)) {
+    std::printf("SKIPPED: this CPU has no AVX2; the Zen AVX2 plans are not run\n");
+    return;
+  }
+  // Which plans take it (transposed_path.cpp, wide_pays): Zen cores that run 256-bit ops whole,
+  // AVX2, past a vector of columns up to 64, M at least 16 N, K at least 512, C^T within the
+  // scratch bound.
+  const CacheSizes zen3 = zen3_caches();
+  auto taken = [&](Shape s, Layout la = Layout::transposed, Layout lb = Layout::row_major,
+                   const CacheSizes& caches = zen3_caches(), Isa isa = Isa::avx2) {
+    Case c(s, la, lb, EpiKind{}, 9200);
+    return runs_transposed(c, isa, caches);
+  };
+  CHECK(taken({512, 32, 512}));
+  CHECK(taken({144, 9, 512}));
+  CHECK(taken({1024, 64, 512}));
+  CHECK(taken({1000, 16, 1000}, Layout::transposed_padded));
+  CHECK(taken({512, 32, 512}, Layout::transposed, Layout::transposed));
+  CHECK_FALSE(taken({1023, 64, 512}));   // fewer than 16 rows a column
+  CHECK_FALSE(taken({1024, 64, 511}));   // K short
+  CHECK_FALSE(taken({2000, 65, 1000}));  // past 64 columns
+  CHECK_FALSE(taken({32769, 64, 512}));  // C^T past the scratch bound
+  CHECK_FALSE(taken({512, 32, 512}, Layout::row_major));
+  CHECK_FALSE(taken({512, 32, 512}, Layout::strided));
+  CacheSizes xeon = zen3;
+  xeon.amd_zen = false;
+  CacheSizes zen1 = zen3;
+  zen1.split_256 = true;
+  CHECK_FALSE(taken({512, 32, 512}, Layout::transposed, Layout::row_major, xeon));
+  CHECK_FALSE(taken({512, 32, 512}, Layout::transposed, Layout::row_major, zen1));
+  if (isa_supported(Isa::avx512))
+    CHECK_FALSE(taken({512, 32, 512}, Layout::transposed, Layout::row_major, zen3, Isa::avx512));
+
+  // Against the reference: N just past a vector, odd, a multiple of 8 and 64; M with tails past
+  // the transposes' 8 and kTransposeBlockRows; every epilogue (the column scale too), A
+  // transposed or padded, B in every layout, 1 and 2 threads, every pool.
+  const std::vector<Shape> shapes = {{144, 9, 512},  {333, 17, 515},  {400, 24, 600},
+                                     {700, 20, 700}, {1024, 64, 512}, {1100, 40, 530}};
+  const Layout a_layouts[] = {Layout::transposed, Layout::transposed_padded};
+  const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
+                              Layout::padded, Layout::reversed_rows};
+  int variant = 0;
+  for (const Shape& s : shapes) {
+    for (int threads : {1, 2}) {
+      const Layout la = a_layouts[variant % 2], lb = b_layouts[variant / 2 % 5];
+      EpiKind e = kEpilogueCycle[variant % 4];
+      e.col_scale = variant % 3 == 0;
+      Case c(s, la, lb, e, uint32_t(9300 + variant));
+      INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)
+               << " B " << layout_name(lb) << " variant " << variant);
+      auto plan = GemmPlan::make(c.problem(), Isa::avx2, threads, false, zen3);
+      CHECK(runs_transposed(c, Isa::avx2, zen3));
+      CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+      ++variant;
     }
   }
 }

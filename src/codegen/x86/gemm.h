@@ -150,8 +150,9 @@ struct GemmStats {
   int64_t prepacked_calls = 0;   // of packed_calls: B from a PackedB (a constant weight)
   int64_t edge_split_calls = 0;  // of direct_calls: C's last column on the dot path (N one past
                                  // a multiple of the vector width; edge_split.cpp)
-  int64_t transposed_calls = 0;  // x.T @ w with 2-8 columns run as its transpose (counted also
-                                 // by that transpose's path; transposed_path.cpp)
+  int64_t transposed_calls = 0;  // x.T @ w with 2-8 columns (up to 64 on Zen cores with AVX2)
+                                 // run as its transpose (counted also by that transpose's path;
+                                 // transposed_path.cpp)
   // Plans for problems with symbolic extents (GemmProblem::dynamic_m / dynamic_nk): specialized
   // on a call's extents (or a listing's, kernels_for and listing_for), and the kernels they added
   // to the registry; made over the bounded kernel sets once those kernels reached the budget (a

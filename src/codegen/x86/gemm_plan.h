@@ -113,8 +113,8 @@ struct GemmPlan::Impl {
   // the last column on split_edge (a dot plan, A @ b).
   std::shared_ptr<const GemmPlan> split_main, split_edge;
   // transposed (transposed_path.cpp): C^T = B^T @ A^T on transposed_plan into a scratch, copied
-  // into C by 8x8 transposes; then, with an epilogue, transposed_epilogue (a direct kernel over
-  // all of C with no K steps, C = epilogue(C)).
+  // into C by 8x8 transposes (transpose_into); then, with an epilogue, transposed_epilogue (a
+  // direct kernel over all of C with no K steps, C = epilogue(C)).
   std::shared_ptr<const GemmPlan> transposed_plan;
   const Kernel* transposed_epilogue = nullptr;
   // packed
@@ -182,8 +182,8 @@ struct GemmPlan::Impl {
   // last column can take the dot path and the others a direct one; false (nothing planned)
   // elsewhere.
   bool plan_edge_split(const GemmProblem& p, int threads, const CacheSizes& caches);
-  // Plans the transposed path (transposed_path.cpp) for x.T @ w with 2-8 columns of C, where it
-  // pays; false (nothing planned) elsewhere.
+  // Plans the transposed path (transposed_path.cpp) for x.T @ w with 2-8 columns of C (up to 64
+  // on Zen cores with AVX2), where it pays; false (nothing planned) elsewhere.
   bool plan_transposed(const GemmProblem& p, const KernelDesc& base, int threads,
                        const CacheSizes& caches);
   // Plans the dot path (dot_path.cpp) for dot_path_for(p) != DotOver::none.

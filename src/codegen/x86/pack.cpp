@@ -464,6 +464,17 @@ void transpose_rows_into(const float* s, int64_t ss, int64_t N, int64_t M, float
   kByRows[N - 1](s, ss, M, c, ldc);
 }
 
+void transpose_into(const float* s, int64_t ss, int64_t N, int64_t M, float* c, int64_t ldc) {
+  KILN_CHECK(N >= 1) << "transpose_into takes at least one row, not " << N;
+  if (N <= 8) return transpose_rows_into(s, ss, N, M, c, ldc);
+  for (int64_t i0 = 0; i0 < M; i0 += kTransposeBlockRows) {
+    const int64_t m = std::min(kTransposeBlockRows, M - i0);
+    for (int64_t j0 = 0; j0 < N; j0 += 8)
+      transpose_rows_into(s + j0 * ss + i0, ss, std::min<int64_t>(8, N - j0), m, c + i0 * ldc + j0,
+                          ldc);
+  }
+}
+
 namespace {
 
 struct ScratchBuffers {

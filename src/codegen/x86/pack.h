@@ -26,6 +26,11 @@ void copy_b_rowmajor(const MatrixRef& b, int64_t K, int64_t N, float* dst);
 // C[i, j] = S[j, i] for i < M, j < N: the transpose of S (N x M, 1 <= N <= 8, rows ss apart) into
 // C (rows ldc apart; only its first N columns are written).
 void transpose_rows_into(const float* s, int64_t ss, int64_t N, int64_t M, float* c, int64_t ldc);
+// As transpose_rows_into for any N >= 1: S's rows 8 at a time, over kTransposeBlockRows rows of
+// C at a time (so that a block of C's rows stays in L1 while each group of S's rows fills its
+// eight columns).
+void transpose_into(const float* s, int64_t ss, int64_t N, int64_t M, float* c, int64_t ldc);
+constexpr int64_t kTransposeBlockRows = 64;
 
 // Bytes allocated past the end of every packing buffer (the scratch below and a PackedB): the
 // packed kernels prefetch B's panel up to 16 k-steps ahead (2 KiB on AVX-512), past the last

@@ -6,6 +6,9 @@
 // by 8x8 transposes, and applies the epilogue, if any, by a direct kernel over all of C with no
 // K steps (C = epilogue(C)). As the K split's, that last step reads the residual after C is
 // written: the residual must not alias C (gemm.h: GemmProblem).
+// On Zen cores with AVX2, also a tall C of up to kTransposedWideMaxCols columns (wide_pays):
+// there the packed path's cost is packing A, whose K x MC block it reads in runs of MC floats
+// a row of K apart, each element then feeding only N / NR column panels.
 #include "codegen/x86/gemm_plan.h"
 #include "codegen/x86/pack.h"
 
@@ -54,6 +57,25 @@ constexpr int64_t kTransposedMinK = 16;
 constexpr int64_t kTransposedLongK = 128;
 constexpr int64_t kTransposedFewRows = 128;
 constexpr int64_t kTransposedMinWork = 512;
+// wide_pays: on an AMD EPYC Zen 3 (AVX2, 2 vCPUs; the packed path's A blocks, MC rows of 6-row
+// panels, packed from runs of MC floats 2-16 KiB apart) 29-36% of 512x32x512's profile was
+// pack_a_block, and that plan ran at 68 GFLOP/s where 512x32x512 with A row-major ran at 162.
+// The transposed problem packs B^T (N x K, small) as its A and A^T's rows, whole runs of M, as
+// its B. Paired plans, 2 threads (1), against the packed plan: 512x32x512 1.08x (1.25x),
+// 2048x32x512 1.27x, 1024x32x8192 1.43x, 4096x64x4096 1.26x, 512x16x512 1.12x, 1000x16x1000
+// 1.33x (1.42x), 1000x24x1000 1.19x, 700x20x700 1.30x (1.19x), 2000x64x2000 1.07x (1.16x),
+// 1000x64x1000 1.01x (0.97x). Where it stops: fewer rows than 16 a column (512x64x512 1.09x,
+// 512x48x512 1.03x, 384x32x1000 0.98x, 256x32x1000 1.00x, 256x64x256 0.90x, and where the
+// plan before was direct, 128x32x4096 0.94x, 64x32x4096 0.94x, 100x40x100 0.87x), K short
+// (4096x64x64 0.81x, 4096x32x128 0.94x, 1000x32x300 0.98x; 1000x32x256 1.09x, 1000x48x300
+// 1.09x, 3000x40x200 1.05x left out), and past 64 columns (300x96x300 0.95x, 1000x80x1000
+// 0.99x, 1000x128x1000 1.02x, 2048x256x2048 0.99x). The scratch C^T is bounded
+// (kTransposedWideMaxScratch floats, 8 MiB); a taller C keeps the packed plan. Not measured on
+// Intel's cores or on cores that split 256-bit ops: neither takes it.
+constexpr int64_t kTransposedWideMaxCols = 64;
+constexpr int64_t kTransposedWideMinRowsPerCol = 16;
+constexpr int64_t kTransposedWideMinK = 512;
+constexpr int64_t kTransposedWideMaxScratch = int64_t(2) << 20;
 
 // The transposed problem: C^T (N x M) = B^T (N x K) @ A^T (K x M), into s (rows M apart).
 GemmProblem transposed_of(const GemmProblem& p, float* s) {
@@ -66,26 +88,39 @@ GemmProblem transposed_of(const GemmProblem& p, float* s) {
   return t;
 }
 
-}  // namespace
-
-bool GemmPlan::Impl::plan_transposed(const GemmProblem& p, const KernelDesc& base, int threads,
-                                     const CacheSizes& caches) {
+// Whether x.T @ w with up to a vector of C's columns pays as its transpose (the rules above).
+bool narrow_pays(const GemmProblem& p, Isa isa, const CacheSizes& caches) {
   const int64_t lanes = isa_lanes(isa);
   // (M past half a vector, and past a whole one where N is past half (split-256 cores, below):
   // the transposed problem, its A now B's and its M our N, does not come back here.)
-  if (p.dynamic_m || p.dynamic_nk || p.a.row_stride != 1 || p.a.col_stride == 1 ||
-      p.N < kTransposedMinCols || p.N > lanes || 2 * p.M <= lanes || p.M * p.K < kTransposedMinWork)
+  if (p.N < kTransposedMinCols || p.N > lanes || 2 * p.M <= lanes || p.M * p.K < kTransposedMinWork)
     return false;
   if ((caches.split_256 || caches.amd_zen) && isa == Isa::avx2) {
     // Past half a vector of columns, M past a whole vector: the transposed problem (M' = N) must
     // not come back here.
     const bool wide = 2 * p.N > lanes;
-    if (p.K < (wide ? kSplitTransposedWideMinK : kSplitTransposedMinK) || (wide && p.M <= lanes))
-      return false;
-  } else {
-    if (2 * p.N > lanes || p.K < kTransposedMinK) return false;
-    if (4 * p.N > lanes && p.K < kTransposedLongK && p.M > kTransposedFewRows) return false;
+    return p.K >= (wide ? kSplitTransposedWideMinK : kSplitTransposedMinK) &&
+           !(wide && p.M <= lanes);
   }
+  if (2 * p.N > lanes || p.K < kTransposedMinK) return false;
+  return !(4 * p.N > lanes && p.K < kTransposedLongK && p.M > kTransposedFewRows);
+}
+
+// ... and with more, up to kTransposedWideMaxCols (the rule above it). M is at least 16 N: the
+// transposed problem, N' = M, does not come back here.
+bool wide_pays(const GemmProblem& p, Isa isa, const CacheSizes& caches) {
+  return caches.amd_zen && !caches.split_256 && isa == Isa::avx2 && p.N > isa_lanes(isa) &&
+         p.N <= kTransposedWideMaxCols && p.M >= kTransposedWideMinRowsPerCol * p.N &&
+         p.K >= kTransposedWideMinK && p.M * p.N <= kTransposedWideMaxScratch;
+}
+
+}  // namespace
+
+bool GemmPlan::Impl::plan_transposed(const GemmProblem& p, const KernelDesc& base, int threads,
+                                     const CacheSizes& caches) {
+  if (p.dynamic_m || p.dynamic_nk || p.a.row_stride != 1 || p.a.col_stride == 1 ||
+      !(narrow_pays(p, isa, caches) || wide_pays(p, isa, caches)))
+    return false;
   // The epilogue's kernel reads C at its own strides, with no K steps (A's and B's are unread).
   if (base.has_epilogue() && !direct_disp_fits(p, p.M, p.N, p.N)) return false;
   path = Path::transposed;
@@ -104,7 +139,7 @@ bool GemmPlan::Impl::plan_transposed(const GemmProblem& p, const KernelDesc& bas
 void GemmPlan::Impl::run_transposed(const GemmProblem& p, ThreadPool* pool) const {
   float* s = thread_scratch(ScratchSlot::c_transposed, size_t(p.N * p.M));
   transposed_plan->impl_->run(transposed_of(p, s), pool, nullptr);
-  transpose_rows_into(s, p.M, p.N, p.M, p.c, p.ldc);
+  transpose_into(s, p.M, p.N, p.M, p.c, p.ldc);
   if (!transposed_epilogue) return;
   KernelArgs args{nullptr, p.epi.residual, 0, 0, 0, p.epi.scale};
   set_columns(args, p.epi, 0);
