@@ -889,9 +889,11 @@ Params draw(Draw& d) {
     P.a = d.chance(0.3) ? page_cols(d, P.M) : unit_rows(d);
     P.c_pad = 0, P.r_pad = 0;
   } else if (rc == "transposed") {
-    // x.T @ w with a few columns (transposed_path.cpp), and just past them.
-    P.N = d.range(1, 10);
-    P.M = d.chance(0.5) ? d.pick(kRowMarks) : d.range(2, 3000);
+    // x.T @ w with a few columns (transposed_path.cpp), and just past them; or up to and past
+    // the 64 a tall C takes there on Zen's AVX2 rules (wide_pays).
+    const bool wide = d.chance(0.3);
+    P.N = wide ? d.range(9, 70) : d.range(1, 10);
+    P.M = d.chance(0.5) ? d.pick(kRowMarks) : d.range(2, wide ? 2000 : 3000);
     P.K = d.chance(0.5) ? d.pick(kKMarks) : d.range(1, 3000);
     P.a = d.chance(0.2) ? page_cols(d, P.M) : unit_rows(d);
   } else if (rc == "dot_a_rows") {
