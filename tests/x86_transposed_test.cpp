@@ -226,8 +226,8 @@ TEST_CASE("x86 gemm: x.T @ w of up to 64 columns over a tall C runs as its trans
     return;
   }
   // Which plans take it (transposed_path.cpp, wide_pays): Zen cores that run 256-bit ops whole,
-  // AVX2, past a vector of columns up to 64, M at least 16 N, K at least 512, C^T within the
-  // scratch bound.
+  // AVX2, past a vector of columns up to 64, M at least 16 N, K at least 512 (256 up to 32
+  // columns), C^T within the scratch bound.
   const CacheSizes zen3 = zen3_caches();
   auto taken = [&](Shape s, Layout la = Layout::transposed, Layout lb = Layout::row_major,
                    const CacheSizes& caches = zen3_caches(), Isa isa = Isa::avx2) {
@@ -239,8 +239,12 @@ TEST_CASE("x86 gemm: x.T @ w of up to 64 columns over a tall C runs as its trans
   CHECK(taken({1024, 64, 512}));
   CHECK(taken({1000, 16, 1000}, Layout::transposed_padded));
   CHECK(taken({512, 32, 512}, Layout::transposed, Layout::transposed));
-  CHECK_FALSE(taken({1023, 64, 512}));   // fewer than 16 rows a column
-  CHECK_FALSE(taken({1024, 64, 511}));   // K short
+  CHECK_FALSE(taken({1023, 64, 512}));  // fewer than 16 rows a column
+  CHECK_FALSE(taken({1024, 64, 511}));  // K short
+  CHECK(taken({1000, 32, 256}));
+  CHECK_FALSE(taken({1000, 32, 255}));
+  CHECK(taken({600, 33, 512}));
+  CHECK_FALSE(taken({600, 33, 511}));
   CHECK_FALSE(taken({2000, 65, 1000}));  // past 64 columns
   CHECK_FALSE(taken({32769, 64, 512}));  // C^T past the scratch bound
   CHECK_FALSE(taken({512, 32, 512}, Layout::row_major));
@@ -258,7 +262,8 @@ TEST_CASE("x86 gemm: x.T @ w of up to 64 columns over a tall C runs as its trans
   // the transposes' 8 and kTransposeBlockRows; every epilogue (the column scale too), A
   // transposed or padded, B in every layout, 1 and 2 threads, every pool.
   const std::vector<Shape> shapes = {{144, 9, 512},  {333, 17, 515},  {400, 24, 600},
-                                     {700, 20, 700}, {1024, 64, 512}, {1100, 40, 530}};
+                                     {700, 20, 700}, {1024, 64, 512}, {1100, 40, 530},
+                                     {600, 30, 300}};
   const Layout a_layouts[] = {Layout::transposed, Layout::transposed_padded};
   const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
                               Layout::padded, Layout::reversed_rows};

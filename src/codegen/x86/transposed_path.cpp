@@ -69,12 +69,19 @@ constexpr int64_t kTransposedMinWork = 512;
 // plan before was direct, 128x32x4096 0.94x, 64x32x4096 0.94x, 100x40x100 0.87x), K short
 // (4096x64x64 0.81x, 4096x32x128 0.94x, 1000x32x300 0.98x; 1000x32x256 1.09x, 1000x48x300
 // 1.09x, 3000x40x200 1.05x left out), and past 64 columns (300x96x300 0.95x, 1000x80x1000
-// 0.99x, 1000x128x1000 1.02x, 2048x256x2048 0.99x). The scratch C^T is bounded
+// 0.99x, 1000x128x1000 1.02x, 2048x256x2048 0.99x). Up to kTransposedWideShortKMaxCols
+// columns from K kTransposedWideShortK (paired again): 1000x32x256 1.09-1.13x, 2000x32x256
+// 1.21x, 4096x32x256 1.12x, 1000x16x256 1.47x, 1000x32x300 0.98-1.13x, 1000x32x384 1.07x;
+// shorter, 4096x32x128 0.83x, 4096x32x192 0.84x, 1000x32x128 0.87x (1000x16x128 1.20x,
+// 1000x24x128 1.16x left out); wider at K 256-384, 4096x64x256 0.92x, 1000x64x256 0.99x,
+// 1000x64x384 1.03x, 2000x48x192 0.88x. The scratch C^T is bounded
 // (kTransposedWideMaxScratch floats, 8 MiB); a taller C keeps the packed plan. Not measured on
 // Intel's cores or on cores that split 256-bit ops: neither takes it.
 constexpr int64_t kTransposedWideMaxCols = 64;
 constexpr int64_t kTransposedWideMinRowsPerCol = 16;
 constexpr int64_t kTransposedWideMinK = 512;
+constexpr int64_t kTransposedWideShortKMaxCols = 32;
+constexpr int64_t kTransposedWideShortK = 256;
 constexpr int64_t kTransposedWideMaxScratch = int64_t(2) << 20;
 
 // The transposed problem: C^T (N x M) = B^T (N x K) @ A^T (K x M), into s (rows M apart).
@@ -111,7 +118,9 @@ bool narrow_pays(const GemmProblem& p, Isa isa, const CacheSizes& caches) {
 bool wide_pays(const GemmProblem& p, Isa isa, const CacheSizes& caches) {
   return caches.amd_zen && !caches.split_256 && isa == Isa::avx2 && p.N > isa_lanes(isa) &&
          p.N <= kTransposedWideMaxCols && p.M >= kTransposedWideMinRowsPerCol * p.N &&
-         p.K >= kTransposedWideMinK && p.M * p.N <= kTransposedWideMaxScratch;
+         p.K >=
+             (p.N <= kTransposedWideShortKMaxCols ? kTransposedWideShortK : kTransposedWideMinK) &&
+         p.M * p.N <= kTransposedWideMaxScratch;
 }
 
 }  // namespace
