@@ -26,8 +26,7 @@ struct CacheSizes {
   // AVX2, where they run 256-bit ops whole, x @ W.T takes the dot path from a longer K than on
   // Intel's cores (dot_path.cpp), x.T @ w of a few columns the transposed path as split_256
   // cores do, and of up to 64 columns over a tall C, where they do not (transposed_path.cpp),
-  // and a prepacked B longer K blocks (blocking.cpp,
-  // zen_prepacked).
+  // and a prepacked B longer K blocks (blocking.cpp, zen_prepacked).
   bool amd_zen = false;
 };
 

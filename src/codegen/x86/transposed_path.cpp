@@ -61,20 +61,20 @@ constexpr int64_t kTransposedMinWork = 512;
 // panels, packed from runs of MC floats 2-16 KiB apart) 29-36% of 512x32x512's profile was
 // pack_a_block, and that plan ran at 68 GFLOP/s where 512x32x512 with A row-major ran at 162.
 // The transposed problem packs B^T (N x K, small) as its A and A^T's rows, whole runs of M, as
-// its B. Paired plans, 2 threads (1), against the packed plan: 512x32x512 1.08x (1.25x),
-// 2048x32x512 1.27x, 1024x32x8192 1.43x, 4096x64x4096 1.26x, 512x16x512 1.12x, 1000x16x1000
-// 1.33x (1.42x), 1000x24x1000 1.19x, 700x20x700 1.30x (1.19x), 2000x64x2000 1.07x (1.16x),
-// 1000x64x1000 1.01x (0.97x). Where it stops: fewer rows than 16 a column (512x64x512 1.09x,
-// 512x48x512 1.03x, 384x32x1000 0.98x, 256x32x1000 1.00x, 256x64x256 0.90x, and where the
-// plan before was direct, 128x32x4096 0.94x, 64x32x4096 0.94x, 100x40x100 0.87x), K short
-// (4096x64x64 0.81x, 4096x32x128 0.94x, 1000x32x300 0.98x; 1000x32x256 1.09x, 1000x48x300
-// 1.09x, 3000x40x200 1.05x left out), and past 64 columns (300x96x300 0.95x, 1000x80x1000
-// 0.99x, 1000x128x1000 1.02x, 2048x256x2048 0.99x). Up to kTransposedWideShortKMaxCols
-// columns from K kTransposedWideShortK (paired again): 1000x32x256 1.09-1.13x, 2000x32x256
-// 1.21x, 4096x32x256 1.12x, 1000x16x256 1.47x, 1000x32x300 0.98-1.13x, 1000x32x384 1.07x;
-// shorter, 4096x32x128 0.83x, 4096x32x192 0.84x, 1000x32x128 0.87x (1000x16x128 1.20x,
-// 1000x24x128 1.16x left out); wider at K 256-384, 4096x64x256 0.92x, 1000x64x256 0.99x,
-// 1000x64x384 1.03x, 2000x48x192 0.88x. The scratch C^T is bounded
+// its B. Paired plans, 2 threads (1), against the packed plan, from K kTransposedWideMinK:
+// 512x32x512 1.08x (1.25x), 2048x32x512 1.27x, 1024x32x8192 1.43x, 4096x64x4096 1.26x,
+// 512x16x512 1.12x, 1000x16x1000 1.33x (1.42x), 1000x24x1000 1.19x, 700x20x700 1.30x (1.19x),
+// 2000x64x2000 1.07x (1.16x), 1000x64x1000 1.01x (0.97x); B transposed too, 512x32x512 1.09x,
+// 1000x16x1000 1.54x, 4096x64x4096 1.35x. Up to kTransposedWideShortKMaxCols columns from K
+// kTransposedWideShortK: 1000x32x256 1.09-1.13x, 2000x32x256 1.21x, 4096x32x256 1.12x,
+// 1000x16x256 1.47x, 1000x32x300 0.98-1.13x, 1000x32x384 1.07x. Where it stops: fewer rows than
+// 16 a column (512x64x512 1.09x, 512x48x512 1.03x, 384x32x1000 0.98x, 256x32x1000 1.00x,
+// 256x64x256 0.90x, and where the plan before was direct, 128x32x4096 0.94x, 64x32x4096 0.94x,
+// 100x40x100 0.87x); a shorter K (4096x64x64 0.81x, 4096x32x128 0.83-0.94x, 4096x32x192 0.84x,
+// 1000x32x128 0.87x; 1000x16x128 1.20x and 1000x24x128 1.16x left out); more than 32 columns
+// at K under 512 (4096x64x256 0.92x, 1000x64x256 0.99x, 1000x64x384 1.03x, 2000x48x192 0.88x;
+// 1000x48x300 1.09x and 3000x40x200 1.05x left out); past 64 columns (300x96x300 0.95x,
+// 1000x80x1000 0.99x, 1000x128x1000 1.02x, 2048x256x2048 0.99x). The scratch C^T is bounded
 // (kTransposedWideMaxScratch floats, 8 MiB); a taller C keeps the packed plan. Not measured on
 // Intel's cores or on cores that split 256-bit ops: neither takes it.
 constexpr int64_t kTransposedWideMaxCols = 64;
