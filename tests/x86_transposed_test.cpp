@@ -41,18 +41,14 @@ bool takes_transposed(Shape s, Isa isa, int threads = 2, Layout la = Layout::tra
 }
 
 // A Zen 3's caches (AVX2 there runs 256-bit ops whole: amd_zen, not split_256).
-CacheSizes zen3_caches() {
-  CacheSizes c{512 << 10, 8, 4096, false, 32 << 20, true};
-  return c;
-}
+CacheSizes zen3_caches() { return CacheSizes{512 << 10, 8, 4096, false, 32 << 20, true}; }
 
-// Whether the plan for c on `caches` runs as the transpose: run once (on the host, which must
-// have the ISA), by the counter that moved.
-bool runs_transposed(Case& c, Isa isa, const CacheSizes& caches) {
+// Whether `plan` runs c's problem as the transpose: run once (on the host, which must have the
+// plan's ISA), by the counter that moved.
+bool runs_transposed(const GemmPlan& plan, Case& c) {
   static kiln::ThreadPool pool(2);
-  auto plan = GemmPlan::make(c.problem(), isa, 2, false, caches);
   const GemmStats before = stats();
-  plan->run(c.problem(), pool);
+  plan.run(c.problem(), pool);
   return stats().transposed_calls > before.transposed_calls;
 }
 
@@ -232,7 +228,7 @@ TEST_CASE("x86 gemm: x.T @ w of up to 64 columns over a tall C runs as its trans
   auto taken = [&](Shape s, Layout la = Layout::transposed, Layout lb = Layout::row_major,
                    const CacheSizes& caches = zen3_caches(), Isa isa = Isa::avx2) {
     Case c(s, la, lb, EpiKind{}, 9200);
-    return runs_transposed(c, isa, caches);
+    return runs_transposed(*GemmPlan::make(c.problem(), isa, 2, false, caches), c);
   };
   CHECK(taken({512, 32, 512}));
   CHECK(taken({144, 9, 512}));
@@ -277,7 +273,7 @@ TEST_CASE("x86 gemm: x.T @ w of up to 64 columns over a tall C runs as its trans
       INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)
                << " B " << layout_name(lb) << " variant " << variant);
       auto plan = GemmPlan::make(c.problem(), Isa::avx2, threads, false, zen3);
-      CHECK(runs_transposed(c, Isa::avx2, zen3));
+      CHECK(runs_transposed(*plan, c));
       CHECK(worst_on_every_pool(*plan, c) <= 1.0);
       ++variant;
     }
