@@ -253,6 +253,11 @@ TEST_CASE("x86 gemm: x.T @ w of up to 64 columns over a tall C runs as its trans
   CHECK_FALSE(taken({512, 32, 512}, Layout::transposed, Layout::row_major, zen1));
   if (isa_supported(Isa::avx512))
     CHECK_FALSE(taken({512, 32, 512}, Layout::transposed, Layout::row_major, zen3, Isa::avx512));
+  {
+    // A constant B is not worth packing once: the transposed plan reads it on every call.
+    Case c({512, 32, 512}, Layout::transposed, Layout::row_major, EpiKind{}, 9201);
+    CHECK_FALSE(GemmPlan::make(c.problem(), Isa::avx2, 2, false, zen3)->prepacked_b_pays());
+  }
 
   // Against the reference: N just past a vector, odd, a multiple of 8 and 64; M with tails past
   // the transposes' 8 and kTransposeBlockRows; every epilogue (the column scale too), A

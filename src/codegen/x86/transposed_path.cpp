@@ -65,7 +65,10 @@ constexpr int64_t kTransposedMinWork = 512;
 // 512x32x512 1.08x (1.25x), 2048x32x512 1.27x, 1024x32x8192 1.43x, 4096x64x4096 1.26x,
 // 512x16x512 1.12x, 1000x16x1000 1.33x (1.42x), 1000x24x1000 1.19x, 700x20x700 1.30x (1.19x),
 // 2000x64x2000 1.07x (1.16x), 1000x64x1000 1.01x (0.97x); B transposed too, 512x32x512 1.09x,
-// 1000x16x1000 1.54x, 4096x64x4096 1.35x. Up to kTransposedWideShortKMaxCols columns from K
+// 1000x16x1000 1.54x, 4096x64x4096 1.35x; against the packed plan for a B packed once (a
+// constant weight; prepacked_b_pays is false here, so the weight is read on every call),
+// 512x32x512 1.13x, 2048x32x512 1.20x, 1000x16x1000 1.48x, 4096x64x4096 1.23x, 1000x32x256
+// 1.06x, 1000x64x1000 1.02x. Up to kTransposedWideShortKMaxCols columns from K
 // kTransposedWideShortK: 1000x32x256 1.09-1.13x, 2000x32x256 1.21x, 4096x32x256 1.12x,
 // 1000x16x256 1.47x, 1000x32x300 0.98-1.13x, 1000x32x384 1.07x. Where it stops: fewer rows than
 // 16 a column (512x64x512 1.09x, 512x48x512 1.03x, 384x32x1000 0.98x, 256x32x1000 1.00x,
