@@ -198,6 +198,8 @@ __attribute__((target("avx512f"))) void pack_b_full_panels32(const float* base, 
 }
 
 // Rows [k0, k1) of a panel of a B with unit column stride: columns [j0, j0 + nr), zero past nr.
+// A full panel goes through pack_b_full_panels16/32 as one panel (K, the stride between panels,
+// then unused): their inlined row copies need the target attribute of a function around them.
 void pack_b_rows(const MatrixRef& b, int64_t k0, int64_t k1, int64_t j0, int64_t nr, int64_t NR,
                  float* dst) {
   const float* base = b.data + j0;
