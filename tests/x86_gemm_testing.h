@@ -132,7 +132,7 @@ struct Operand {
         rs = cols + 7, cs = 1, offset = 3, size = rows * rs;
         break;
       case Layout::reversed_rows:
-        rs = -(cols + 1), cs = 1, offset = (rows - 1) * (cols + 1), size = cols;
+        rs = -(cols + 1), cs = 1, offset = std::max<int64_t>(rows - 1, 0) * (cols + 1), size = cols;
         break;
       case Layout::transposed_padded:
         rs = 1, cs = rows + 5, offset = 3, size = cols * cs;
