@@ -151,3 +151,40 @@ TEST_CASE("jit fusion: the inspection lists each kernel's ops and backend",
   // inspect does not count as a call or populate the call cache.
   CHECK(f.stats().calls == 0);
 }
+
+// A float16/bfloat16 output that another kernel reads: that kernel reads it exact, as the
+// interpreter does (a float32 temp, copied into the output by a kernel of its own), not as
+// stored rounded. With y = x + 0.1, y - x is 0.1 exact, where a y read back rounded is off by
+// up to half of y's last place (1/256 at |y| near 8 in float16, 1/32 in bfloat16).
+TEST_CASE("jit fusion: a narrow output that another kernel reads is read exact",
+          "[jit][fusion]" KILN_NEEDS_LLVM) {
+  Rng rng(4);
+  for (DType t : {DType::f16, DType::bf16, DType::f32}) {
+    const size_t copy = t == DType::f32 ? 0 : 1;  // float32 outputs are read back as stored
+    for (auto shape : std::vector<std::vector<int64_t>>{{37, 21}, {1, 1}, {0, 5}}) {
+      TestArray x = make_array(rng, shape, t, Layout::contiguous, Values::wide);
+      const std::string s = std::string(dtype_name(t)) + " " + dims_str(shape);
+      expect_kernels(
+          [](Tensor a) {
+            Tensor y = a + 0.1;
+            return std::vector<Tensor>{y, y - a};
+          },
+          {x}, 2 + copy, "y and y - x " + s);
+      // The output a reshape of the value (a view whose base's kernel stores into the output,
+      // float32 too): the base is read the same way.
+      const std::vector<int64_t> with_unit = {1, shape[0], shape[1]};
+      expect_kernels(
+          [with_unit](Tensor a) {
+            Tensor y = a + 0.1;
+            return std::vector<Tensor>{y.reshape(with_unit), y - a};
+          },
+          {x}, 2 + copy, "y.reshape and y - x " + s);
+      // Read by no other kernel: no copy.
+      expect_kernels(
+          [](Tensor a) {
+            return std::vector<Tensor>{a + 0.1, a * 3.0};
+          },
+          {x}, 2, "two outputs " + s);
+    }
+  }
+}

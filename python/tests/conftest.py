@@ -73,10 +73,8 @@ def is_narrow(d):
 # is an expected failure (counted and printed by pytest as xfail), so the suite stays green while
 # the bug is open and an XPASS says when it is fixed.
 KNOWN_BACKEND_BUGS = {
-    "narrow-temps": "a float16/bfloat16 value that is itself a graph output and also feeds another "
-                    "kernel is read back rounded to its dtype (the interpreter keeps it exact): e.g. "
-                    "returning conv2d(x, w) and conv2d(x, w, b) together; temps that are not outputs "
-                    "are kept in float32 (tests/BUGS_FOUND.md)",
+    # None open. (The last, "narrow-temps": a float16/bfloat16 output that another kernel read was
+    # read back rounded; fixed in src/jit/compile.cpp, tests/BUGS_FOUND.md.)
 }
 
 

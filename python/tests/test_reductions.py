@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kiln
-from conftest import (ALL_DTYPES, BF16, FLOAT_DTYPES, assert_close, dtype_id, f64, is_float, is_narrow, xfail_if_known, np_layer_norm,
+from conftest import (ALL_DTYPES, BF16, FLOAT_DTYPES, assert_close, dtype_id, f64, is_float, np_layer_norm,
                       np_log_softmax, np_rms_norm, np_softmax, random_array, rng_for)
 
 AXES = [None, 0, -1, 1, (0, 2), (-1, -3), ()]
@@ -89,7 +89,7 @@ def test_softmax_and_log_softmax(dtype, axis):
 @pytest.mark.llvm
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("axis", [-1, 0, 1])
-def test_softmax_and_log_softmax_together(dtype, axis, request):
+def test_softmax_and_log_softmax_together(dtype, axis):
     # One function returning both: their shared subexpressions become temporaries between kernels.
     rng = rng_for("softmax", dtype, axis)
     x = random_array(rng, (4, 7, 5), dtype, -5, 5)
@@ -101,7 +101,7 @@ def test_softmax_and_log_softmax_together(dtype, axis, request):
 @pytest.mark.llvm
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("together", [False, True], ids=["separate", "together"])
-def test_layer_norm(dtype, together, request):
+def test_layer_norm(dtype, together):
     rng = rng_for("layer_norm", dtype)
     x = random_array(rng, (3, 5, 16), dtype, -3, 3)
     w = random_array(rng, (16,), dtype, 0.5, 1.5)

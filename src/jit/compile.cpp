@@ -184,6 +184,36 @@ void count_sources(const std::vector<KernelChoice>& kernels, std::unordered_set<
   seen.insert(keys.begin(), keys.end());
 }
 
+// A float16/bfloat16 graph output that another kernel also reads is stored rounded to its dtype,
+// so that kernel would read it back rounded where the interpreter (and a kernel that computes it
+// inline) keeps it exact: returning conv2d(x, w) and conv2d(x, w, b) together, the bias add read
+// the rounded convolution. Such an output becomes a cast of the value: the value goes to a
+// float32 temp that its readers share, and a copy kernel stores the output, rounded once. An
+// output that is a view reads its base the same way (base and views up to the output: any user
+// off that chain is another reader).
+ir::Graph with_narrow_outputs_copied(ir::Graph g) {
+  std::unordered_map<const ir::Node*, std::vector<const ir::Node*>> users;
+  for (const ir::NodePtr& n : g.topo_order())
+    for (const ir::NodePtr& in : n->inputs) users[in.get()].push_back(n.get());
+  auto read_by_other_kernels = [&](const ir::Node* o) {
+    const ir::Node* chain_next = nullptr;  // the node of the chain that reads this one
+    for (const ir::Node* c = o;; chain_next = c, c = c->inputs[0].get()) {
+      if (c->op == ir::Op::Input || c->op == ir::Op::Constant) return false;
+      for (const ir::Node* u : users[c])
+        if (u != chain_next) return true;
+      if (!ir::is_view(c->op)) return false;
+    }
+  };
+  std::unordered_map<const ir::Node*, ir::NodePtr> copy_of;
+  for (ir::NodePtr& o : g.outputs) {
+    if (temp_storage_dtype(o->dtype) == o->dtype || !read_by_other_kernels(o.get())) continue;
+    ir::NodePtr& copy = copy_of[o.get()];
+    if (!copy) copy = ir::make_node(ir::Op::Cast, o->dtype, o->shape, {o});
+    o = copy;
+  }
+  return g;
+}
+
 }  // namespace
 
 void override_key_field_for_testing(const std::string& field, const std::string& value) {
@@ -197,7 +227,7 @@ void override_key_field_for_testing(const std::string& field, const std::string&
 std::shared_ptr<Executable> compile_executable(const CompileRequest& req, CompileReport& report) {
   const ir::Graph& traced = *req.graph;
   const VariantGuard& guard = *req.guard;
-  ir::Graph g = ir::run_pipeline(traced);
+  ir::Graph g = with_narrow_outputs_copied(ir::run_pipeline(traced));
   auto exe = std::make_shared<Executable>();
   exe->graph_text = ir::print(g);
 
