@@ -503,15 +503,15 @@ TEST_CASE("jit random programs: 250 seeded random graphs against the interpreter
     // Trace once here for the tolerance scale (the generator records it).
     kiln::ir::Graph g = trace_graph(body, arrays_of(inputs));
     // Error grows with the reductions' sizes and the chain length; the tolerance is that of the
-    // least precise float dtype anywhere in the program (a float16 temp stored between kernels is
-    // rounded by kiln and not by the oracle). For float16/bfloat16 the absolute tolerance is their
-    // relative one: values are O(1), so one rounding step is that big in absolute terms.
+    // least precise float dtype anywhere in the program. (kiln rounds a float16/bfloat16 value
+    // where the oracle does: at casts and output stores, not between kernels; with that fixed,
+    // the float16/bfloat16 programs of seeds 1-3000 pass at those dtypes' own absolute
+    // tolerances, so these are no longer widened.)
     double scale = 1 + std::sqrt(gen->tol_scale()) + num_ops / 2.0;
     Tol tol = tol_for(DType::f64, scale);
     for (const auto& n : g.topo_order()) {
       if (!kiln::is_floating(n->dtype)) continue;
       Tol t = tol_for(n->dtype, scale);
-      if (n->dtype == DType::f16 || n->dtype == DType::bf16) t.atol = t.rtol;
       tol.rtol = std::max(tol.rtol, t.rtol);
       tol.atol = std::max(tol.atol, t.atol);
     }
