@@ -196,13 +196,14 @@ ir::Graph with_narrow_outputs_copied(ir::Graph g) {
   for (const ir::NodePtr& n : g.topo_order())
     for (const ir::NodePtr& in : n->inputs) users[in.get()].push_back(n.get());
   auto read_by_other_kernels = [&](const ir::Node* o) {
-    const ir::Node* chain_next = nullptr;  // the node of the chain that reads this one
-    for (const ir::Node* c = o;; chain_next = c, c = c->inputs[0].get()) {
-      if (c->op == ir::Op::Input || c->op == ir::Op::Constant) return false;
-      for (const ir::Node* u : users[c])
-        if (u != chain_next) return true;
-      if (!ir::is_view(c->op)) return false;
-    }
+    std::vector<const ir::Node*> chain = {o};  // o, then each view's input down to the base
+    while (ir::is_view(chain.back()->op)) chain.push_back(chain.back()->inputs[0].get());
+    const ir::Node* base = chain.back();
+    if (base->op == ir::Op::Input || base->op == ir::Op::Constant) return false;
+    for (size_t i = 0; i < chain.size(); ++i)
+      for (const ir::Node* u : users[chain[i]])
+        if (i == 0 || u != chain[i - 1]) return true;
+    return false;
   };
   std::unordered_map<const ir::Node*, ir::NodePtr> copy_of;
   for (ir::NodePtr& o : g.outputs) {
