@@ -1,0 +1,275 @@
+#include "codegen/llvm/emit_scalar.h"
+
+#include "codegen/llvm/emit_math.h"
+#include "support/check.h"
+
+#include <llvm/IR/Intrinsics.h>
+
+namespace kiln::llvmjit {
+
+using ir::Op;
+using llvm::Value;
+
+namespace {
+bool is_float_compute(DType t) { return is_floating(t); }
+}  // namespace
+
+llvm::Type* storage_type(llvm::IRBuilder<>& b, DType t) {
+  switch (t) {
+    case DType::f32:
+      return b.getFloatTy();
+    case DType::f64:
+      return b.getDoubleTy();
+    case DType::f16:
+      return b.getHalfTy();
+    case DType::bf16:
+      return b.getInt16Ty();
+    case DType::i8:
+      return b.getInt8Ty();
+    case DType::i32:
+      return b.getInt32Ty();
+    case DType::i64:
+      return b.getInt64Ty();
+    case DType::boolean:
+      return b.getInt8Ty();
+  }
+  return nullptr;
+}
+llvm::Type* compute_type(llvm::IRBuilder<>& b, DType t) {
+  switch (t) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16:
+      return b.getFloatTy();
+    case DType::f64:
+      return b.getDoubleTy();
+    case DType::i8:
+      return b.getInt8Ty();
+    case DType::i32:
+      return b.getInt32Ty();
+    case DType::i64:
+      return b.getInt64Ty();
+    case DType::boolean:
+      return b.getInt1Ty();
+  }
+  return nullptr;
+}
+Value* to_compute(llvm::IRBuilder<>& b, Value* v, DType t) {
+  switch (t) {
+    case DType::f16:
+      return b.CreateFPExt(v, b.getFloatTy());
+    case DType::bf16:
+      return b.CreateBitCast(b.CreateShl(b.CreateZExt(v, b.getInt32Ty()), 16), b.getFloatTy());
+    case DType::boolean:
+      return b.CreateICmpNE(v, b.getInt8(0));
+    default:
+      return v;
+  }
+}
+Value* from_compute(llvm::IRBuilder<>& b, Value* v, DType t) {
+  switch (t) {
+    case DType::f16:
+      return b.CreateFPTrunc(v, b.getHalfTy());
+    case DType::bf16: {
+      // Round to nearest even; NaN stays a quiet NaN.
+      Value* bits = b.CreateBitCast(v, b.getInt32Ty());
+      Value* lsb = b.CreateAnd(b.CreateLShr(bits, 16), b.getInt32(1));
+      Value* rounded = b.CreateLShr(b.CreateAdd(bits, b.CreateAdd(lsb, b.getInt32(0x7fff))), 16);
+      Value* nan = b.CreateOr(b.CreateLShr(bits, 16), b.getInt32(0x40));
+      Value* r = b.CreateSelect(b.CreateFCmpUNO(v, v), nan, rounded);
+      return b.CreateTrunc(r, b.getInt16Ty());
+    }
+    case DType::boolean:
+      return b.CreateZExt(v, b.getInt8Ty());
+    default:
+      return v;
+  }
+}
+// Rounds a compute value to what `t` can hold. float16/bfloat16 values are computed in float32
+// across a fused chain and rounded only by casts and when stored (the interpreter's contract).
+Value* round_to(llvm::IRBuilder<>& b, Value* v, DType t) {
+  if (t == DType::f16 || t == DType::bf16) return to_compute(b, from_compute(b, v, t), t);
+  return v;
+}
+Value* compute_constant(llvm::IRBuilder<>& b, double v, DType t) {
+  llvm::Type* ty = compute_type(b, t);
+  if (is_float_compute(t)) return llvm::ConstantFP::get(ty, v);
+  if (t == DType::boolean) return b.getInt1(v != 0);
+  return llvm::ConstantInt::get(ty, static_cast<uint64_t>(static_cast<int64_t>(v)), true);
+}
+
+Value* emit_unary(llvm::IRBuilder<>& b, Op op, DType t, Value* x) {
+  bool fl = is_float_compute(t);
+  switch (op) {
+    case Op::Neg:
+      return fl ? b.CreateFNeg(x) : b.CreateNeg(x);
+    case Op::Abs:
+      if (fl) return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+      if (t == DType::boolean) return x;
+      return b.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b.getFalse());
+    case Op::Exp:
+      return emit_exp(b, x);
+    case Op::Log:
+      return emit_log(b, x);
+    case Op::Sqrt:
+      return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+    case Op::Rsqrt:
+      return b.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0),
+                          b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+    case Op::Tanh:
+      return emit_tanh(b, x);
+    case Op::Sigmoid:
+      return emit_sigmoid(b, x);
+    case Op::Erf:
+      return emit_erf(b, x);
+    case Op::Relu:
+      if (fl)
+        return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x,
+                                       llvm::ConstantFP::get(x->getType(), 0.0));
+      return b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x,
+                                     llvm::ConstantInt::get(x->getType(), 0));
+    case Op::Square:
+      if (t == DType::boolean) return x;
+      return fl ? b.CreateFMul(x, x) : b.CreateMul(x, x);
+    case Op::Not:
+      return b.CreateNot(x);
+    default:
+      break;
+  }
+  KILN_CHECK(false) << "unary " << ir::op_name(op);
+  return nullptr;
+}
+
+Value* emit_binary(llvm::IRBuilder<>& b, Op op, DType in_t, Value* a, Value* c) {
+  bool fl = is_float_compute(in_t);
+  bool bl = in_t == DType::boolean;
+  switch (op) {
+    case Op::Add:
+      return fl ? b.CreateFAdd(a, c) : b.CreateAdd(a, c);
+    case Op::Sub:
+      return fl ? b.CreateFSub(a, c) : b.CreateSub(a, c);
+    case Op::Mul:
+      return fl ? b.CreateFMul(a, c) : b.CreateMul(a, c);
+    case Op::Div:
+      return b.CreateFDiv(a, c);
+    case Op::Pow:
+      if (fl) return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c);
+      {
+        llvm::Type* d = b.getDoubleTy();
+        Value* r = b.CreateBinaryIntrinsic(llvm::Intrinsic::pow,
+                                           bl ? b.CreateUIToFP(a, d) : b.CreateSIToFP(a, d),
+                                           bl ? b.CreateUIToFP(c, d) : b.CreateSIToFP(c, d));
+        return float_to_int_wrapping(b, r, a->getType());
+      }
+    case Op::Maximum:
+      if (fl) return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, c);
+      return bl ? b.CreateOr(a, c) : b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, c);
+    case Op::Minimum:
+      if (fl) return b.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, c);
+      return bl ? b.CreateAnd(a, c) : b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, c);
+    case Op::Lt:
+      return fl ? b.CreateFCmpOLT(a, c) : bl ? b.CreateICmpULT(a, c) : b.CreateICmpSLT(a, c);
+    case Op::Le:
+      return fl ? b.CreateFCmpOLE(a, c) : bl ? b.CreateICmpULE(a, c) : b.CreateICmpSLE(a, c);
+    case Op::Gt:
+      return fl ? b.CreateFCmpOGT(a, c) : bl ? b.CreateICmpUGT(a, c) : b.CreateICmpSGT(a, c);
+    case Op::Ge:
+      return fl ? b.CreateFCmpOGE(a, c) : bl ? b.CreateICmpUGE(a, c) : b.CreateICmpSGE(a, c);
+    case Op::Eq:
+      return fl ? b.CreateFCmpOEQ(a, c) : b.CreateICmpEQ(a, c);
+    case Op::Ne:
+      return fl ? b.CreateFCmpUNE(a, c) : b.CreateICmpNE(a, c);
+    case Op::And:
+      return b.CreateAnd(a, c);
+    case Op::Or:
+      return b.CreateOr(a, c);
+    default:
+      break;
+  }
+  KILN_CHECK(false) << "binary " << ir::op_name(op);
+  return nullptr;
+}
+
+Value* emit_cast(llvm::IRBuilder<>& b, Value* v, DType from, DType to) {
+  llvm::Type* dst = compute_type(b, to);
+  bool ff = is_float_compute(from), tf = is_float_compute(to);
+  if (to == DType::boolean) {
+    if (from == DType::boolean) return v;
+    return ff ? b.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0))
+              : b.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+  }
+  if (ff && tf) return round_to(b, b.CreateFPCast(v, dst), to);
+  if (ff) return float_to_int_wrapping(b, v, dst);
+  if (tf) {
+    Value* r = from == DType::boolean ? b.CreateUIToFP(v, dst) : b.CreateSIToFP(v, dst);
+    return round_to(b, r, to);
+  }
+  if (from == DType::boolean) return b.CreateZExt(v, dst);
+  return b.CreateSExtOrTrunc(v, dst);
+}
+
+// Truncates toward zero, then wraps to the integer type (NaN and +-inf give 0): numpy's
+// behaviour on the values it defines, and the interpreter's rule.
+Value* float_to_int_wrapping(llvm::IRBuilder<>& b, Value* v, llvm::Type* dst) {
+  Value* finite = b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v),
+                                  llvm::ConstantFP::getInfinity(v->getType()));
+  Value* wide = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b.getInt64Ty(), v->getType()}, {v});
+  wide = b.CreateSelect(finite, wide, b.getInt64(0));
+  return b.CreateTrunc(wide, dst);
+}
+
+Value* reduce_init(llvm::IRBuilder<>& b, Op op, DType t) {
+  bool fl = is_float_compute(t);
+  switch (op) {
+    case Op::ReduceSum:
+    case Op::ReduceMean:
+      return compute_constant(b, 0, t);
+    case Op::ReduceMax:
+      if (t == DType::boolean) return b.getFalse();
+      return fl ? llvm::ConstantFP::getInfinity(compute_type(b, t), true)
+                : llvm::ConstantInt::get(
+                      compute_type(b, t),
+                      llvm::APInt::getSignedMinValue(compute_type(b, t)->getIntegerBitWidth()));
+    case Op::ReduceMin:
+      if (t == DType::boolean) return b.getTrue();
+      return fl ? llvm::ConstantFP::getInfinity(compute_type(b, t), false)
+                : llvm::ConstantInt::get(
+                      compute_type(b, t),
+                      llvm::APInt::getSignedMaxValue(compute_type(b, t)->getIntegerBitWidth()));
+    default:
+      break;
+  }
+  KILN_CHECK(false);
+  return nullptr;
+}
+
+Value* reduce_combine(llvm::IRBuilder<>& b, Op op, DType t, Value* acc, Value* x) {
+  bool fl = is_float_compute(t);
+  switch (op) {
+    case Op::ReduceSum:
+    case Op::ReduceMean:
+      if (fl) {
+        // Reassociation lets the vectorizer keep several partial sums (blocked summation).
+        auto* add = llvm::cast<llvm::Instruction>(b.CreateFAdd(acc, x));
+        llvm::FastMathFlags fmf;
+        fmf.setAllowReassoc();
+        add->setFastMathFlags(fmf);
+        return add;
+      }
+      return b.CreateAdd(acc, x);
+    case Op::ReduceMax:
+      if (t == DType::boolean) return b.CreateOr(acc, x);
+      return fl ? b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, acc, x)
+                : b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, acc, x);
+    case Op::ReduceMin:
+      if (t == DType::boolean) return b.CreateAnd(acc, x);
+      return fl ? b.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, acc, x)
+                : b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, acc, x);
+    default:
+      break;
+  }
+  KILN_CHECK(false);
+  return nullptr;
+}
+
+}  // namespace kiln::llvmjit

@@ -1,0 +1,107 @@
+// The emitter behind lower_group (lower_group.h): lowers one fused group to an LLVM function, one
+// loop nest per group kind. Private to src/codegen/llvm: lower_group.cpp holds the emitter's core
+// (extents, loops, values, elementwise and row-reduce kernels), lower_contraction.cpp its matmul
+// and conv2d loop nests.
+#pragma once
+
+#include "codegen/llvm/lower_group.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace kiln::llvmjit {
+
+class Emitter {
+  using Value = llvm::Value;
+  using Node = ir::Node;
+  using Idx = std::vector<llvm::Value*>;
+
+ public:
+  Emitter(llvm::LLVMContext& ctx, const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
+          DType out_storage, const ir::SymbolFacts& facts);
+  std::unique_ptr<llvm::Module> run();
+
+ private:
+  // ---- extents ----------------------------------------------------------------------------
+  // Symbols' extents are loaded once in the entry block (they dominate every use). A symbol known
+  // to be a multiple of kSymbolMultiple is rebuilt as (v >> 4) << 4, which LLVM's known-bits
+  // analysis sees, so vectorized loops over it need no remainder.
+  void load_symbols(Value* dims);
+  Value* dimv(const ir::Dim& d);
+  std::vector<Value*> dimvs(const ir::Shape& s);
+  Value* mul_nsw(Value* a, Value* c) { return b_.CreateMul(a, c, "", true, true); }
+  // Row-major strides of a dense buffer of this shape (size-1 and 0 dims count as 1).
+  std::vector<Value*> row_major(const ir::Shape& s);
+  Value* load_ptr(Value* bufs, size_t j);
+
+  // ---- loops ------------------------------------------------------------------------------
+  // for (iv = lo; iv < hi; ++iv) body(iv), carrying `carried` values through the loop.
+  std::vector<Value*> loop(
+      Value* lo, Value* hi, std::vector<Value*> carried,
+      const std::function<std::vector<Value*>(Value*, const std::vector<Value*>&)>& body);
+  // Nested loops over `axes` of `dims`, filling idx[axis]; the innermost loop is the last axis.
+  std::vector<Value*> loop_nest(
+      const std::vector<int64_t>& axes, const ir::Shape& dims, Idx& idx,
+      std::vector<Value*> carried,
+      const std::function<std::vector<Value*>(const std::vector<Value*>&)>& body, size_t level = 0);
+  // Splits a linear index over `dims` (row-major) into per-dim indices.
+  Idx delinearize(Value* lin, const ir::Shape& dims);
+  Value* linearize(const Idx& idx, const ir::Shape& dims);
+
+  // ---- values -----------------------------------------------------------------------------
+  Value* load_leaf(int j, const Idx& idx);
+  void store_out(Value* v, Value* offset);
+  Value* emit(const Node* n, const Idx& idx);
+  Value* emit_uncached(const Node& n, const Idx& idx);
+  Idx view_index(const Node& n, const Idx& idx);
+  Value* emit_concat(const Node& n, const Idx& idx);
+  // The contraction's value inside its epilogue: only at the element being stored.
+  Value* contraction_value(const Node& n, const Idx& idx);
+  // Stores the root for the current contraction element (value `v` at index `idx`).
+  void store_epilogue(Value* v, const Idx& idx, Value* offset);
+
+  // ---- reductions -------------------------------------------------------------------------
+  Value* reduced_value(const Node& n, const Idx& idx);
+
+  // ---- kernels ----------------------------------------------------------------------------
+  void emit_elementwise();
+  void emit_row_reduce();
+  void emit_matmul();
+  Value* fma(Value* a, Value* c, Value* acc);
+  // max(0, ceil(num / den)) and min(limit, floor(num / den) + 1) for den > 0, num signed.
+  Value* ceil_div_clamped(Value* num, int64_t den);
+  Value* floor_div_plus1_clamped(Value* num, int64_t den, int64_t limit);
+  void emit_conv2d();
+
+  // ---- state ----------------------------------------------------------------------------
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  const ir::FusionGroup& g_;
+  const std::vector<LeafLayout>& layouts_;
+  DType out_storage_;
+  const ir::SymbolFacts& facts_;
+  std::unordered_map<int32_t, Value*> sym_;  // symbol id -> its extent (loaded at entry)
+  std::unique_ptr<llvm::Module> mod_;
+  llvm::Function* fn_ = nullptr;
+  Value* begin_ = nullptr;
+  Value* end_ = nullptr;
+  Value* out_ptr_ = nullptr;
+  std::vector<Value*> leaf_ptr_;
+  std::vector<std::vector<Value*>> leaf_strides_;
+  std::unordered_map<const Node*, int> leaf_index_;
+  std::unordered_set<const Node*> in_group_;
+  Idx outer_idx_;
+  Value* contraction_value_ = nullptr;
+  Idx contraction_idx_;
+  std::unordered_map<const Node*, Value*> reduce_value_;
+  std::map<std::pair<const Node*, Idx>, Value*> memo_;
+};
+
+}  // namespace kiln::llvmjit
