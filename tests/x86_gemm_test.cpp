@@ -22,15 +22,6 @@
 using namespace kiln::x86;
 using namespace kiln::x86::testing;
 
-namespace {
-
-kiln::ThreadPool& pool2() {
-  static kiln::ThreadPool pool(2);
-  return pool;
-}
-
-}  // namespace
-
 TEST_CASE("x86 gemm: shape sweep, row-major operands", "[x86][gemm]") {
   const std::vector<int64_t> small = {1, 2, 3, 4, 5, 7, 8, 9, 13, 15, 16, 17, 23, 31, 32, 33};
   std::vector<Shape> shapes;

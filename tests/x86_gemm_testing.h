@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace kiln::x86::testing {
@@ -380,6 +381,25 @@ inline double worst_on_every_pool(const GemmPlan& plan, Case& c) {
     worst = std::max(worst, c.max_violation());
   }
   return worst;
+}
+
+// A pool of two threads shared by a test binary's cases.
+inline ThreadPool& pool2() {
+  static ThreadPool pool(2);
+  return pool;
+}
+
+// The path a plan's problem takes on `pool`, by the stats() counter that moved.
+inline std::string path_taken(const GemmPlan& plan, Case& c, ThreadPool& pool) {
+  const GemmStats before = stats();
+  plan.run(c.problem(), pool);
+  const GemmStats after = stats();
+  if (after.dot_calls > before.dot_calls) return "dot";
+  if (after.stream_calls > before.stream_calls) return "stream";
+  if (after.direct_calls > before.direct_calls) return "direct";
+  if (after.skinny_calls > before.skinny_calls) return "skinny";
+  if (after.packed_calls > before.packed_calls) return "packed";
+  return "none";
 }
 
 }  // namespace kiln::x86::testing
