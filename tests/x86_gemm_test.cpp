@@ -169,6 +169,23 @@ TEST_CASE("x86 gemm: prepacked B", "[x86][gemm][prepacked]") {
   }
 }
 
+TEST_CASE("x86 gemm: an ISA this CPU cannot run is an error, not an illegal instruction",
+          "[x86][gemm]") {
+  // gemm() refused such an ISA already; pack_b() ran AVX-512's packing on an AVX2 host (SIGILL).
+  bool checked = false;
+  for (Isa isa : {Isa::avx512, Isa::avx2}) {
+    if (isa_supported(isa)) continue;
+    checked = true;
+    INFO(isa_name(isa));
+    std::vector<float> b(10 * 40, 1.0f);
+    CHECK_THROWS_WITH(pack_b(MatrixRef{b.data(), 40, 1}, 10, 40, isa),
+                      Catch::Contains(std::string("cannot pack B for ") + isa_name(isa)));
+    Case c({8, 8, 8}, Layout::row_major, Layout::row_major, EpiKind{}, 1);
+    CHECK_THROWS_WITH(gemm(c.problem(), pool2(), isa), Catch::Contains("cannot run"));
+  }
+  if (!checked) std::printf("SKIPPED: this CPU runs every ISA; no unsupported ISA to refuse\n");
+}
+
 TEST_CASE("x86 gemm: empty and degenerate shapes", "[x86][gemm]") {
   for (Isa isa : supported_isas()) {
     for (Shape s : std::vector<Shape>{

@@ -223,6 +223,8 @@ void gemm_batched(const GemmProblem& p, int64_t batch, const BatchStrides& st, T
 void PackedB::FreeDeleter::operator()(float* p) const { std::free(p); }
 
 std::shared_ptr<const PackedB> pack_b(MatrixRef b, int64_t K, int64_t N, Isa isa) {
+  // The packing routines of an ISA use its instructions (AVX-512's panels: zmm loads and stores).
+  KILN_CHECK(isa_supported(isa)) << "this CPU cannot pack B for " << isa_name(isa) << " kernels";
   KILN_CHECK(K >= 0 && N >= 0) << "pack_b of " << K << "x" << N;
   const int64_t NR = packed_nr(isa), npanels = ceil_div(N, NR);
   const size_t bytes = size_t(std::max<int64_t>(npanels * K * NR, 16)) * sizeof(float);
