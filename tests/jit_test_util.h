@@ -48,6 +48,10 @@ inline const std::vector<DType>& numeric_dtypes() {
   return v;
 }
 inline std::string dt(DType t) { return std::string(kiln::dtype_name(t)); }
+// A case's name in failure messages: what it checks, its dtype and its seed.
+inline std::string label(const std::string& what, DType t, uint64_t seed) {
+  return what + " dtype " + dt(t) + " seed " + std::to_string(seed);
+}
 
 inline std::string dims_str(const std::vector<int64_t>& d) {
   std::string s = "[";
@@ -175,6 +179,8 @@ inline const std::vector<Layout>& all_layouts() {
                                         Layout::mixed};
   return v;
 }
+// The i-th of all_layouts(), cycling: a case's next layout.
+inline Layout layout_n(size_t i) { return all_layouts()[i % all_layouts().size()]; }
 inline const char* layout_name(Layout l) {
   switch (l) {
     case Layout::contiguous:
