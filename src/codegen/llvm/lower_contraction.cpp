@@ -6,15 +6,6 @@
 
 namespace kiln::llvmjit {
 
-namespace {
-
-using ir::Node;
-using ir::Op;
-using llvm::Value;
-using Idx = std::vector<Value*>;
-
-}  // namespace
-
 void Emitter::emit_matmul() {
   const Node& mm = *g_.contraction;
   const ir::Shape& out_dims = mm.shape;

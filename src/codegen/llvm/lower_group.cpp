@@ -14,15 +14,6 @@
 
 namespace kiln::llvmjit {
 
-namespace {
-
-using ir::Node;
-using ir::Op;
-using llvm::Value;
-using Idx = std::vector<Value*>;
-
-}  // namespace
-
 Emitter::Emitter(llvm::LLVMContext& ctx, const ir::FusionGroup& g,
                  const std::vector<LeafLayout>& layouts, DType out_storage,
                  const ir::SymbolFacts& facts)

@@ -18,11 +18,13 @@
 
 namespace kiln::llvmjit {
 
-class Emitter {
-  using Value = llvm::Value;
-  using Node = ir::Node;
-  using Idx = std::vector<llvm::Value*>;
+// For the emitter's two source files (this header is theirs alone).
+using ir::Node;
+using ir::Op;
+using llvm::Value;
+using Idx = std::vector<Value*>;
 
+class Emitter {
  public:
   Emitter(llvm::LLVMContext& ctx, const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
           DType out_storage, const ir::SymbolFacts& facts);
