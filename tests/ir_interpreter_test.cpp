@@ -521,3 +521,41 @@ TEST_CASE("builder errors: typed, naming the shapes", "[interp][builder][errors]
   NodePtr bl = in(0, DType::boolean, {2});
   CHECK_THROWS_AS(make_binary(Op::Sub, bl, bl), DTypeError);
 }
+
+TEST_CASE("builder errors: shapes past 64 dims or 2^63 - 1 bytes, overflowing conv2d padding",
+          "[interp][builder][errors]") {
+  // An element count that wraps in int64 passed reshape's check ([4] -> [2^62 + 1, 4] is 4 mod
+  // 2^64) and sent kernels past their buffers; a wrapped broadcast divided by zero at compile time.
+  NodePtr x = in(0, DType::f32, {4});
+  const int64_t big = (int64_t(1) << 62) + 1;
+  CHECK_THROWS_AS(make_reshape(x, concrete_shape({big, 4})), ShapeError);
+  CHECK_THROWS_WITH(make_reshape(x, concrete_shape({big, 4})),
+                    Catch::Contains("reshape") && Catch::Contains("2^63 - 1"));
+  CHECK_THROWS_WITH(make_expand(x, concrete_shape({int64_t(1) << 40, int64_t(1) << 40, 4})),
+                    Catch::Contains("broadcast_to"));
+  // Bytes count: 2^61 float32 elements are 2^63 bytes; 2^60 of them fit.
+  CHECK_THROWS_AS(make_expand(x, concrete_shape({int64_t(1) << 59, 4})), ShapeError);
+  CHECK_NOTHROW(make_expand(x, concrete_shape({int64_t(1) << 58, 4})));
+  // A zero extent does not hide the others' overflow (numpy refuses such a shape too).
+  NodePtr e = in(0, DType::f32, {0});
+  CHECK_THROWS_AS(make_reshape(e, concrete_shape({0, int64_t(1) << 40, int64_t(1) << 40})),
+                  ShapeError);
+  CHECK_NOTHROW(make_reshape(e, concrete_shape({0, int64_t(1) << 20, int64_t(1) << 20})));
+  // 64 dims are numpy's limit, and kiln's.
+  NodePtr one = in(0, DType::f32, {1});
+  CHECK_NOTHROW(make_reshape(one, concrete_shape(std::vector<int64_t>(64, 1))));
+  CHECK_THROWS_WITH(make_reshape(one, concrete_shape(std::vector<int64_t>(65, 1))),
+                    Catch::Contains("65 dims") && Catch::Contains("at most 64"));
+  // conv2d: a padding whose double overflows was read as a kernel larger than the input.
+  NodePtr img = in(0, DType::f32, {1, 1, 1, 1}), w = in(1, DType::f32, {1, 1, 1, 1});
+  Conv2dParams huge;
+  huge.padding[1] = 6148914691236517205;  // (2^64 - 1) / 3: twice it wraps
+  CHECK_THROWS_WITH(make_conv2d(img, w, huge), Catch::Contains("overflow"));
+  Conv2dParams wide;
+  wide.dilation[0] = int64_t(1) << 62;
+  NodePtr w3 = in(1, DType::f32, {1, 1, 3, 1});
+  CHECK_THROWS_WITH(make_conv2d(img, w3, wide), Catch::Contains("overflow"));
+  Conv2dParams padded;
+  padded.padding[0] = padded.padding[1] = 2;
+  CHECK(make_conv2d(img, w, padded)->shape == concrete_shape({1, 1, 5, 5}));
+}

@@ -398,12 +398,23 @@ NodePtr make_conv2d(NodePtr x, NodePtr w, const Conv2dParams& p) {
   if (ws[0] % g != 0)
     shape_error("conv2d: output channels " + std::to_string(ws[0]) + " not divisible by groups " +
                 std::to_string(g));
-  int64_t oh = (xs[2] + 2 * p.padding[0] - p.dilation[0] * (ws[2] - 1) - 1) / p.stride[0] + 1;
-  int64_t ow = (xs[3] + 2 * p.padding[1] - p.dilation[1] * (ws[3] - 1) - 1) / p.stride[1] + 1;
-  if (oh < 0 || ow < 0 || xs[2] + 2 * p.padding[0] < p.dilation[0] * (ws[2] - 1) + 1 ||
-      xs[3] + 2 * p.padding[1] < p.dilation[1] * (ws[3] - 1) + 1)
-    shape_error("conv2d: kernel " + shape_str(w->shape) + " is larger than the padded input " +
-                shape_str(x->shape));
+  // Output extents, the padded input and the dilated kernel checked against int64 overflow.
+  int64_t out_hw[2];
+  for (int i = 0; i < 2; ++i) {
+    int64_t padded = 0, span = 0;
+    if (__builtin_mul_overflow(p.padding[i], int64_t(2), &padded) ||
+        __builtin_add_overflow(padded, xs[2 + i], &padded) ||
+        __builtin_mul_overflow(p.dilation[i], ws[2 + i] - 1, &span) ||
+        __builtin_add_overflow(span, int64_t(1), &span))
+      shape_error("conv2d: padding " + std::to_string(p.padding[i]) + " or dilation " +
+                  std::to_string(p.dilation[i]) + " makes the padded input or the kernel's span " +
+                  "overflow 64 bits");
+    if (padded < span)
+      shape_error("conv2d: kernel " + shape_str(w->shape) + " is larger than the padded input " +
+                  shape_str(x->shape));
+    out_hw[i] = (padded - span) / p.stride[i] + 1;
+  }
+  const int64_t oh = out_hw[0], ow = out_hw[1];
   Attrs a;
   a.conv = p;
   return make_node(Op::Conv2d, t,

@@ -1,5 +1,7 @@
 #include "ir/node.h"
 
+#include <kiln/errors.h>
+
 #include "ir/interpreter.h"
 #include "support/check.h"
 
@@ -85,8 +87,33 @@ double Node::constant_at(int64_t i) const {
   return decode_element(dtype, attrs.data->bytes.data() + i * dtype_size(dtype));
 }
 
+namespace {
+
+// A shape numpy could hold: at most kMaxDims dims, and its concrete extents' product, in bytes
+// too, within int64 (zero extents left out, so [0, 2^40, 2^40] is refused as numpy refuses it).
+// An overflowed count would pass reshape's element check and send kernels past their buffers.
+void check_shape_limits(Op op, DType dtype, const Shape& shape) {
+  const std::string where = tls_loc.empty() ? std::string() : " (at " + tls_loc + ")";
+  // The API's name where the IR's differs.
+  const std::string name = op == Op::Expand    ? "broadcast_to"
+                           : op == Op::Concat  ? "concatenate"
+                           : op == Op::Permute ? "transpose"
+                                               : std::string(op_name(op));
+  if (shape.size() > kMaxDims)
+    throw ShapeError(name + ": a shape of " + std::to_string(shape.size()) + " dims; at most " +
+                     std::to_string(kMaxDims) + " are supported" + where);
+  int64_t n = static_cast<int64_t>(dtype_size(dtype));
+  for (const Dim& d : shape)
+    if (!d.is_symbolic() && d.value != 0 && __builtin_mul_overflow(n, d.value, &n))
+      throw ShapeError(name + ": shape " + shape_str(shape) + " of " +
+                       std::string(dtype_name(dtype)) + " has more bytes than 2^63 - 1" + where);
+}
+
+}  // namespace
+
 NodePtr make_node(Op op, DType dtype, Shape shape, std::vector<NodePtr> inputs, Attrs attrs,
                   Composite tag) {
+  check_shape_limits(op, dtype, shape);
   auto n = std::make_shared<Node>();
   n->op = op;
   n->dtype = dtype;

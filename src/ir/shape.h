@@ -46,6 +46,9 @@ int64_t numel(const Shape& s, const int64_t* dims);
 std::vector<int64_t> resolve_dims(const Shape& s, const int64_t* dims);
 // The product of the concrete dims, and the symbols (sorted), of a shape.
 int64_t concrete_product(const Shape& s);
+
+// The most dims a shape may have (numpy's limit, so every result converts to an array).
+inline constexpr size_t kMaxDims = 64;
 std::vector<int32_t> symbols_of(const Shape& s);
 // Whether a reshape from `a` to `b` keeps the element count for every extent of the symbols:
 // the same symbols, each a dim of its own, and the same product of the other dims (for concrete
