@@ -261,9 +261,12 @@ class Tensor:
 
     @property
     def size(self):
+        # A symbolic dim has no integer value: it raises, as len() and int() do (under
+        # dynamic="auto" that retraces with the dim exact), where counting it as 0 gave
+        # x.sum() / x.size = inf.
         n = 1
         for d in self.shape:
-            n *= d if isinstance(d, int) else 0
+            n *= operator.index(d)
         return n
 
     @property

@@ -597,6 +597,14 @@ void set_error_from_current() {
 // JitFunction.__call__ as the type's tp_call: no nanobind argument parsing, no kwargs dict, no
 // method lookup; kiln.JitFunction (the Python subclass) inherits the slot.
 PyObject* jit_function_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  // Made by __new__ alone (or a subclass whose __init__ skipped the base's): no state to call.
+  if (!nb::inst_ready(self)) {
+    PyErr_Format(PyExc_TypeError,
+                 "kiln: this %s was never initialized (construct it with "
+                 "kiln.jit, or call the base __init__ from a subclass's)",
+                 Py_TYPE(self)->tp_name);
+    return nullptr;
+  }
   try {
     return nb::inst_ptr<JitFunction>(self)->call(args, kwargs);
   } catch (...) {

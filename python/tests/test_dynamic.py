@@ -74,6 +74,19 @@ def test_python_arithmetic_on_a_symbolic_dim_keeps_it_exact():
 
 
 @pytest.mark.llvm
+def test_size_of_a_symbolic_dim_keeps_it_exact():
+    # x.size counted a symbolic dim as 0: from the second length on, x.sum() / x.size was inf.
+    @kiln.jit(cache=False)
+    def mean(x):
+        return x.sum() / x.size
+
+    for n in [4, 6, 8]:
+        x = np.arange(n, dtype=np.float32)
+        np.testing.assert_allclose(mean(x), x.mean(), rtol=1e-6)
+    assert any("kept exact" in r for r in mean.stats()["recompile_reasons"])
+
+
+@pytest.mark.llvm
 @pytest.mark.parametrize("dynamic", [True, {"x": [0]}, {0: [-2]}])
 def test_policies_that_make_the_rows_symbolic(dynamic):
     @kiln.jit(dynamic=dynamic, cache=False)

@@ -135,3 +135,55 @@ def test_cuda_device_is_a_device_error_not_a_cpu_run():
         for _ in range(2):
             with pytest.raises(kiln.DeviceError, match=f'device "{device}".*no CUDA backend'):
                 f(np.ones(2, np.float32))
+
+
+@pytest.mark.llvm
+def test_shapes_whose_element_count_overflows_are_shape_errors():
+    # The count wrapped in int64 and passed reshape's check: the kernel walked 2^62 rows (SIGSEGV);
+    # a wrapped broadcast divided by zero while compiling (SIGFPE).
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(kiln.ShapeError, match="reshape"):
+        kiln.jit(lambda x: x.reshape(2**62 + 1, 4).sum(axis=0))(x)
+    with pytest.raises(kiln.ShapeError, match="broadcast_to"):
+        kiln.jit(lambda x: kiln.broadcast_to(x, (2**40, 2**40, 4)).sum())(x)
+    with pytest.raises(kiln.ShapeError, match="at most 64"):
+        kiln.jit(lambda x: x.reshape((1,) * 65 + (4,)).sum())(x)
+    img, w = np.ones((1, 1, 1, 1), np.float32), np.ones((1, 1, 1, 1), np.float32)
+    with pytest.raises(kiln.ShapeError, match="overflow"):
+        kiln.jit(lambda a, b: kiln.conv2d(a, b, padding=(1, 6148914691236517205)))(img, w)
+    np.testing.assert_array_equal(kiln.jit(lambda x: x.reshape(2, 2))(x), x.reshape(2, 2))
+
+
+@pytest.mark.llvm
+def test_a_recursive_call_while_tracing_is_an_error_not_a_deadlock():
+    # The inner call waited for the compile of its own signature, which waited for the trace.
+    @kiln.jit
+    def f(x):
+        f(np.ones(3, np.float32))
+        return x + 1
+
+    with pytest.raises(kiln.CompileError, match="while it was being traced"):
+        f(np.ones(3, np.float32))
+
+    @kiln.jit
+    def g(x):  # another signature: an ordinary nested call
+        return x + h(np.ones(2, np.float32)).sum()
+
+    @kiln.jit
+    def h(y):
+        return y * 2
+
+    np.testing.assert_array_equal(g(np.zeros(3, np.float32)), 4)
+
+
+def test_an_uninitialized_jit_function_is_a_type_error():
+    g = kiln.JitFunction.__new__(kiln.JitFunction)
+    with pytest.raises(TypeError, match="never initialized"):
+        g()
+
+    class Forgetful(kiln.JitFunction):
+        def __init__(self, fn):  # no super().__init__
+            self.fn_ = fn
+
+    with pytest.raises(TypeError, match="never initialized"):
+        Forgetful(lambda x: x)(np.ones(2, np.float32))

@@ -24,6 +24,7 @@
 #include <future>
 #include <optional>
 #include <mutex>
+#include <thread>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -55,7 +56,12 @@ struct Function::State {
   std::atomic<const ExactEntry*> last_exact{nullptr};
   std::vector<Variant> symbolic;  // most specialized first
   std::mutex inflight_mu;
-  std::unordered_map<std::string, std::shared_future<std::shared_ptr<Executable>>> inflight;
+  // A compile in flight: its result, and the thread that traces and builds it.
+  struct Inflight {
+    std::shared_future<std::shared_ptr<Executable>> result;
+    std::thread::id thread;
+  };
+  std::unordered_map<std::string, Inflight> inflight;
 
   // Shape decisions saved in the disk cache (automatic mode): restored before the first compile.
   std::once_flag restore_once;
@@ -292,10 +298,16 @@ std::shared_ptr<Executable> compile_variant(Function::State& s, const VariantGua
     if (auto exe = find_compiled(s, guard, args)) return exe;  // compiled while we decided
     auto it = s.inflight.find(id);
     if (it != s.inflight.end()) {
-      fut = it->second;
+      // The function called again with these arguments from its own trace (directly or through
+      // another jitted function): waiting for that compile would wait for itself.
+      if (it->second.thread == std::this_thread::get_id())
+        throw CompileError(s.name + "() was called with the same argument shapes and dtypes (" +
+                           id + ") while it was being traced for them: a recursive call cannot " +
+                           "be compiled; unroll it in Python or call the Python function itself");
+      fut = it->second.result;
     } else {
       fut = promise.get_future().share();
-      s.inflight.emplace(id, fut);
+      s.inflight.emplace(id, Function::State::Inflight{fut, std::this_thread::get_id()});
       owner = true;
     }
   }
