@@ -77,6 +77,26 @@ TEST_CASE("jit fusion: a 5-op elementwise chain is one kernel", "[jit][fusion]" 
                  {x, col}, 1, "chain with transposes and a broadcast");
 }
 
+TEST_CASE("jit fusion: a 20000-op chain runs as kernels of at most 256 ops",
+          "[jit][fusion]" KILN_NEEDS_LLVM) {
+  // One fused group of 20000 ops overflowed the stack in the LLVM lowering (SIGSEGV). int32
+  // (wrapping) keeps every step exact in kiln and in the interpreter alike.
+  Rng rng(3);
+  TestArray x = make_array(rng, {3, 5}, DType::i32);
+  auto chain = [](Tensor a) {
+    for (int i = 0; i < 10000; ++i) a = a * 3 + 1;
+    return a;
+  };
+  kiln::Function f = kiln::jit(chain);
+  kiln::Inspection insp = f.inspect(arrays_of({x}));
+  CHECK(insp.kernels.size() >= 20000 / 256);
+  for (const auto& k : insp.kernels)  // computed ops; the constants and their broadcasts join each
+    CHECK(std::count(k.ops.begin(), k.ops.end(), "add") +
+              std::count(k.ops.begin(), k.ops.end(), "mul") <=
+          256);
+  check_against_reference(chain, {x}, {.label = "20000-op chain", .function = &f});
+}
+
 TEST_CASE("jit fusion: reductions broadcast back into elementwise work",
           "[jit][fusion]" KILN_NEEDS_LLVM) {
   Rng rng(3);

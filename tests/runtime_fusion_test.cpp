@@ -181,3 +181,24 @@ TEST_CASE("an output that drops a computed value's size-1 dims is stored by that
   CHECK(of_input.output_views.empty());
   CHECK(of_input.groups.size() == 1);  // a copy kernel
 }
+
+TEST_CASE("a chain longer than a group's cap is cut into groups of at most 256 nodes", "[fusion]") {
+  // One group of 20000 fused ops overflowed the stack in code generation, and LLVM's time on one
+  // kernel grows faster than its size.
+  auto x = make_input(0, kiln::DType::f32, s({4, 8}));
+  NodePtr y = x;
+  for (int i = 0; i < 600; ++i)
+    y = make_binary(i % 2 ? Op::Mul : Op::Add, y, make_scalar(1.5, kiln::DType::f32));
+  FusionPlan p = fuse(Graph{{x}, {y}});
+  REQUIRE(p.groups.size() == 3);  // 256 + 256 + 88 ops
+  size_t ops = 0;
+  for (const FusionGroup& g : p.groups) {
+    size_t computed = 0;
+    for (const NodePtr& n : g.nodes) computed += n->op == Op::Add || n->op == Op::Mul;
+    CHECK(computed <= 256);
+    ops += computed;
+  }
+  CHECK(ops == 600);
+  // Each group reads the one before it: the input, then a stored root.
+  for (const FusionGroup& g : p.groups) CHECK(g.leaves.size() == 1);
+}
