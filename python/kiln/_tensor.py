@@ -153,13 +153,17 @@ def _apply_weak(t: "Tensor", other: "Tensor") -> "Tensor":
 
 
 def _pair(a, b):
-    """Both operands as Tensors, with Python numbers and weak tensors promoted as numpy does."""
+    """Both operands as Tensors, with Python numbers and weak tensors promoted as numpy does.
+    Either may be a numpy array or a Python number, both too (kiln.where(m, W, 0.0) with a
+    captured W): a number then takes its dtype beside the other operand."""
     if isinstance(a, Tensor):
-        tb = as_tensor(b, a)
-        ta = a
-    else:
-        tb = b
+        ta, tb = a, as_tensor(b, a)
+    elif isinstance(b, Tensor) or not _is_python_number(b):
+        tb = as_tensor(b)
         ta = as_tensor(a, tb)
+    else:
+        ta = as_tensor(a)
+        tb = as_tensor(b, ta)
     ta, tb = _apply_weak(ta, tb), _apply_weak(tb, ta)
     return ta, tb
 

@@ -282,3 +282,24 @@ def test_integer_pow_wraps(dtype):
     np.testing.assert_array_equal(y, np.power(x, np.asarray(3, dtype)))
     z = kiln.jit(lambda x: kiln.pow(x, 8))(np.array([2, -2, 3], dtype))
     np.testing.assert_array_equal(z, np.power(np.array([2, -2, 3], dtype), np.asarray(8, dtype)))
+
+
+@pytest.mark.llvm
+def test_two_operand_functions_take_numpy_constants_and_numbers_on_both_sides():
+    # With no traced Tensor among the two operands, these failed with AttributeError ('_weak').
+    w1, w2 = np.ones((3, 3), np.float32), np.eye(3, dtype=np.float32)
+    x = np.arange(3, dtype=np.float32) - 1
+    cases = [
+        (lambda x: x @ kiln.matmul(w1, w2), lambda x: x @ np.matmul(w1, w2)),
+        (lambda x: kiln.where(x > 0, w1[0], 0.0), lambda x: np.where(x > 0, w1[0], 0.0)),
+        (lambda x: x + kiln.maximum(0.0, w2[0]), lambda x: x + np.maximum(0.0, w2[0])),
+        (lambda x: x * kiln.where(x > 0, 2, w1[1]), lambda x: x * np.where(x > 0, 2, w1[1])),
+    ]
+    for fn, ref in cases:
+        got, want = kiln.jit(fn)(x), ref(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    # Two Python numbers make a weak value (numpy's np.minimum returns a float64 scalar, strong).
+    got = kiln.jit(lambda x: x + kiln.minimum(1.0, 2.0))(x)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, x + 1)
