@@ -2,6 +2,7 @@
 the trace) or Python numbers, and records one op of the IR."""
 
 
+import builtins
 import operator
 
 import numpy as np
@@ -84,6 +85,12 @@ def clip(x, a_min=None, a_max=None):
         v is None or (_is_number(v) and (1 if isinstance(v, int) else 2) <= cat) for v in (a_min, a_max)
     )
     if scalar_ok and cat > 0:
+        # An int bound past an integer dtype's range bounds nothing on that side (numpy's result);
+        # converted as it is, it wrapped (int8 clip(-1000, 1000) gave -24 for every element).
+        if cat == 1:
+            info = np.iinfo(t._impl.dtype)
+            a_min = None if a_min is None else builtins.min(builtins.max(a_min, info.min), info.max)
+            a_max = None if a_max is None else builtins.min(builtins.max(a_max, info.min), info.max)
         lo = None if a_min is None else float(a_min)
         hi = None if a_max is None else float(a_max)
         return Tensor(_call(_ops.clip, t._impl, lo, hi), weak=t._weak)

@@ -120,8 +120,17 @@ def _weak_scalar(value, other: "Tensor | None") -> "Tensor":
                 info = np.iinfo(oname)
                 if not info.min <= value <= info.max:
                     raise OverflowError(f"Python integer {value} out of bounds for {oname}")
-            return Tensor(_call(_ops.scalar, float(value), oname), weak=True)
-    return Tensor(_call(_ops.scalar, float(value), default), weak=True)
+            return Tensor(_scalar(value, oname), weak=True)
+    return Tensor(_scalar(value, default), weak=True)
+
+
+def _scalar(value, name):
+    """A 0-d constant of dtype `name`; an integer past 2**53 from its exact bytes (through a
+    double it rounded: x + (2**53 + 1) was off by one, == 2**60 + 1 matched 2**60)."""
+    if isinstance(value, int) and not isinstance(value, bool) and name.startswith("int"):
+        if abs(value) > 2**53:
+            return _call(_ops.constant, np.array(value, dtype=name).tobytes(), [], name)
+    return _call(_ops.scalar, float(value), name)
 
 
 def as_tensor(x, like: "Tensor | None" = None) -> "Tensor":

@@ -303,3 +303,27 @@ def test_two_operand_functions_take_numpy_constants_and_numbers_on_both_sides():
     got = kiln.jit(lambda x: x + kiln.minimum(1.0, 2.0))(x)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, x + 1)
+
+
+def test_int64_constants_past_2_53_stay_exact():
+    # They went through a double: x + (2**53 + 1) was off by one, and constants 2**60 and
+    # 2**60 + 1 shared one kernel key, so y == 2**60 + 1 ran the kernel of y == 2**60.
+    x = np.arange(4, dtype=np.int64)
+    y = x + 2**60
+    np.testing.assert_array_equal(kiln.jit(lambda x: x + (2**53 + 1))(x), x + (2**53 + 1))
+    np.testing.assert_array_equal(kiln.jit(lambda x: x * (2**62 + 1))(x), x * (2**62 + 1))
+    np.testing.assert_array_equal(kiln.jit(lambda y: y == 2**60)(y), y == 2**60)
+    np.testing.assert_array_equal(kiln.jit(lambda y: y == 2**60 + 1)(y), y == 2**60 + 1)
+    np.testing.assert_array_equal(kiln.jit(lambda x: kiln.maximum(x, 2**60 + 3))(x),
+                                  np.maximum(x, 2**60 + 3))
+    np.testing.assert_array_equal(kiln.jit(lambda x: kiln.where(x > 1, x, 2**60 + 3))(x),
+                                  np.where(x > 1, x, 2**60 + 3))
+
+
+def test_clip_bounds_past_an_integer_dtypes_range_bound_nothing():
+    # Converted as they were, they wrapped: int8 clip(-1000, 1000) gave -24 everywhere.
+    x = np.array([-128, -5, 0, 5, 127], np.int8)
+    for lo, hi in [(-1000, 1000), (-1000, 3), (-3, 1000), (200, 300), (-300, -200)]:
+        got = kiln.jit(lambda x: kiln.clip(x, lo, hi))(x)
+        assert got.dtype == np.int8
+        np.testing.assert_array_equal(got, np.clip(x.astype(np.int64), lo, hi).clip(-128, 127))

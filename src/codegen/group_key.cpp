@@ -63,7 +63,12 @@ std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayou
                            a.conv.dilation[0], a.conv.dilation[1], a.conv.groups});
     if (n->op == ir::Op::Constant) {
       char buf[64];
-      std::snprintf(buf, sizeof buf, " value=%.17g", n->constant_at(0));
+      // Integers exactly: int64 values past 2^53 that share a double shared one key (and kernel).
+      if (is_floating(n->dtype))
+        std::snprintf(buf, sizeof buf, " value=%.17g", n->constant_at(0));
+      else
+        std::snprintf(buf, sizeof buf, " value=%lld",
+                      static_cast<long long>(n->constant_int_at(0)));
       s += buf;
     }
     s += ";";

@@ -87,6 +87,30 @@ double Node::constant_at(int64_t i) const {
   return decode_element(dtype, attrs.data->bytes.data() + i * dtype_size(dtype));
 }
 
+int64_t Node::constant_int_at(int64_t i) const {
+  KILN_CHECK(op == Op::Constant && attrs.data && !is_floating(dtype));
+  const uint8_t* p = attrs.data->bytes.data() + i * dtype_size(dtype);
+  switch (dtype) {
+    case DType::i8: {
+      int8_t v;
+      std::memcpy(&v, p, 1);
+      return v;
+    }
+    case DType::i32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::i64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    default:
+      return *p != 0;  // bool
+  }
+}
+
 namespace {
 
 // A shape numpy could hold: at most kMaxDims dims, and its concrete extents' product, in bytes

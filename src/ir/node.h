@@ -69,6 +69,8 @@ struct Node {
   int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
   // For a Constant: element i as double (any dtype).
   double constant_at(int64_t i) const;
+  // For a Constant of an integer or bool dtype: element i exactly (int64 past 2^53 included).
+  int64_t constant_int_at(int64_t i) const;
   bool is_scalar_constant() const { return op == Op::Constant && shape.empty(); }
 };
 

@@ -234,6 +234,9 @@ Value* Emitter::emit_uncached(const Node& n, const Idx& idx) {
   switch (ir::op_kind(n.op)) {
     case ir::OpKind::leaf:
       KILN_CHECK(n.op == Op::Constant && n.shape.empty());
+      if (!is_floating(n.dtype) && n.dtype != DType::boolean)  // exact past 2^53
+        return llvm::ConstantInt::get(compute_type(b_, n.dtype),
+                                      static_cast<uint64_t>(n.constant_int_at(0)), true);
       return compute_constant(b_, n.constant_at(0), n.dtype);
     case ir::OpKind::unary:
       return emit_unary(b_, n.op, n.dtype, emit(n.inputs[0].get(), idx));
