@@ -187,3 +187,22 @@ def test_an_uninitialized_jit_function_is_a_type_error():
 
     with pytest.raises(TypeError, match="never initialized"):
         Forgetful(lambda x: x)(np.ones(2, np.float32))
+
+
+@pytest.mark.llvm
+def test_a_tensor_kept_from_another_trace_is_an_error():
+    # It read that trace's input 0, which the new graph bound to its own argument 0: g(y) gave
+    # y + 2 * y, silently (and a float32/int32 mix failed in the verifier, as an internal error).
+    saved = []
+
+    @kiln.jit
+    def f(x):
+        saved.append(x * 2)
+        return x + 1
+
+    a = np.arange(3, dtype=np.float32)
+    f(a)
+    for arg in [a + 10, np.arange(3, dtype=np.int32)]:
+        with pytest.raises(kiln.CompileError, match="another trace"):
+            kiln.jit(lambda y: y + saved[0])(arg)
+    np.testing.assert_array_equal(f(a), a + 1)  # f itself is unaffected

@@ -111,6 +111,15 @@ ir::Graph trace(Function::State& s, const VariantGuard& guard) {
       throw Error(s.name + ": output " + std::to_string(i) + " is an undefined Tensor");
     g.outputs.push_back(outs[i].node());
   }
+  // A Tensor kept from another trace (stored in Python state, say) reads that trace's inputs,
+  // which this graph would bind to its own arguments of the same numbers: wrong values, silently.
+  for (const ir::NodePtr& n : g.topo_order())
+    if (n->op == ir::Op::Input &&
+        (n->attrs.arg < 0 || n->attrs.arg >= static_cast<int64_t>(g.inputs.size()) ||
+         g.inputs[static_cast<size_t>(n->attrs.arg)] != n))
+      throw CompileError(s.name + ": the result reads a kiln.Tensor made by another trace (" +
+                         "its input " + std::to_string(n->attrs.arg) + "), kept from an " +
+                         "earlier call; pass its value as an argument or compute it here");
   return g;
 }
 
