@@ -541,6 +541,11 @@ TEST_CASE("builder errors: shapes past 64 dims or 2^63 - 1 bytes, overflowing co
   CHECK_THROWS_AS(make_reshape(e, concrete_shape({0, int64_t(1) << 40, int64_t(1) << 40})),
                   ShapeError);
   CHECK_NOTHROW(make_reshape(e, concrete_shape({0, int64_t(1) << 20, int64_t(1) << 20})));
+  // concatenate's extents along the axis add up checked (int8: 2^62 bytes each fits).
+  NodePtr b8 = in(0, DType::i8, {1});
+  NodePtr half = make_expand(b8, concrete_shape({int64_t(1) << 62}));
+  CHECK_THROWS_WITH(make_concat({half, half}, 0), Catch::Contains("concatenate"));
+  CHECK_THROWS_WITH(make_concat({half, half, half}, 0), Catch::Contains("concatenate"));
   // 64 dims are numpy's limit, and kiln's.
   NodePtr one = in(0, DType::f32, {1});
   CHECK_NOTHROW(make_reshape(one, concrete_shape(std::vector<int64_t>(64, 1))));

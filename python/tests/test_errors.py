@@ -144,6 +144,8 @@ def test_shapes_whose_element_count_overflows_are_shape_errors():
     x = np.arange(4, dtype=np.float32)
     with pytest.raises(kiln.ShapeError, match="reshape"):
         kiln.jit(lambda x: x.reshape(2**62 + 1, 4).sum(axis=0))(x)
+    with pytest.raises(kiln.ShapeError, match="reshape"):
+        kiln.jit(lambda x: x.reshape(-1, 2**62, 4).sum())(x)
     with pytest.raises(kiln.ShapeError, match="broadcast_to"):
         kiln.jit(lambda x: kiln.broadcast_to(x, (2**40, 2**40, 4)).sum())(x)
     with pytest.raises(kiln.ShapeError, match="at most 64"):

@@ -232,6 +232,7 @@ NodePtr make_expand(NodePtr x, Shape shape) {
 
 NodePtr make_reshape(NodePtr x, Shape shape) {
   if (x->shape == shape) return x;
+  check_shape_limits(Op::Reshape, x->dtype, shape);  // before same_numel multiplies its extents
   if (!same_numel(x->shape, shape)) {
     // With symbolic dims, only reshapes that keep every symbol as a dim of its own and regroup
     // the concrete dims are expressible (no symbolic products).
@@ -440,7 +441,9 @@ NodePtr make_concat(std::vector<NodePtr> xs, int64_t axis) {
                     " outside axis " + std::to_string(axis));
     if (xs[i]->shape[axis].is_symbolic())
       shape_error("concatenate: a symbolic extent along the concatenation axis is not supported");
-    total += xs[i]->shape[axis].value;
+    if (__builtin_add_overflow(total, xs[i]->shape[axis].value, &total))
+      shape_error("concatenate: the pieces' extents along axis " + std::to_string(axis) +
+                  " add past 2^63 - 1");
     xs[i] = cast_to(xs[i], t);
   }
   if (xs.size() == 1) return xs[0];

@@ -111,11 +111,6 @@ int64_t Node::constant_int_at(int64_t i) const {
   }
 }
 
-namespace {
-
-// A shape numpy could hold: at most kMaxDims dims, and its concrete extents' product, in bytes
-// too, within int64 (zero extents left out, so [0, 2^40, 2^40] is refused as numpy refuses it).
-// An overflowed count would pass reshape's element check and send kernels past their buffers.
 void check_shape_limits(Op op, DType dtype, const Shape& shape) {
   const std::string where = tls_loc.empty() ? std::string() : " (at " + tls_loc + ")";
   // The API's name where the IR's differs.
@@ -132,8 +127,6 @@ void check_shape_limits(Op op, DType dtype, const Shape& shape) {
       throw ShapeError(name + ": shape " + shape_str(shape) + " of " +
                        std::string(dtype_name(dtype)) + " has more bytes than 2^63 - 1" + where);
 }
-
-}  // namespace
 
 NodePtr make_node(Op op, DType dtype, Shape shape, std::vector<NodePtr> inputs, Attrs attrs,
                   Composite tag) {

@@ -76,6 +76,13 @@ struct Node {
 
 // The one place nodes are created; computes the hash. Factories in builder.h call it after
 // checking.
+// A ShapeError unless `shape` is one numpy could hold: at most kMaxDims dims, and its concrete
+// extents' product, in bytes too, within int64 (zero extents left out, so [0, 2^40, 2^40] is
+// refused as numpy refuses it). make_node checks every node; a builder that multiplies extents
+// itself (reshape's element count) checks first: an overflowed count passed reshape's check and
+// sent kernels past their buffers.
+void check_shape_limits(Op op, DType dtype, const Shape& shape);
+
 NodePtr make_node(Op op, DType dtype, Shape shape, std::vector<NodePtr> inputs, Attrs attrs = {},
                   Composite tag = Composite::none);
 // Same op/dtype/shape/attrs/tag and pointer-identical inputs.

@@ -330,16 +330,20 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape, Loc loc) {
   CallerLoc l(loc);
   const NodePtr& n = node_of(x, "reshape");
   int64_t known = 1, infer = -1;
+  bool zero = false;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       if (infer >= 0) throw ShapeError("reshape: only one dim can be -1");
       infer = static_cast<int64_t>(i);
     } else if (shape[i] < 0) {
       throw ShapeError("reshape: invalid dim " + std::to_string(shape[i]));
-    } else {
-      known *= shape[i];
+    } else if (shape[i] == 0) {
+      zero = true;
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      throw ShapeError("reshape: the dims given multiply past 2^63 - 1 elements");
     }
   }
+  if (zero) known = 0;
   if (!ir::is_concrete(n->shape)) {
     // A symbolic input: its one symbol becomes the -1 dim when the concrete dims regroup.
     auto syms = ir::symbols_of(n->shape);
