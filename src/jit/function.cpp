@@ -412,7 +412,23 @@ Hit compile_with_fewer_symbols(Function::State& s, const ShapePolicy::Decision& 
 
 // A call no variant serves: the policy picks the variant to compile.
 Hit compile_for(Function::State& s, std::span<const Array> args) {
-  std::call_once(s.restore_once, [&] { restore_decisions(s, args); });
+  // restore_decisions traces the function once: a call of it from inside that trace (a
+  // recursive call) would wait on the once_flag it holds.
+  thread_local std::vector<const Function::State*> restoring;
+  if (std::find(restoring.begin(), restoring.end(), &s) != restoring.end())
+    throw CompileError(
+        s.name + "() was called while it was being traced: a recursive call " +
+        "cannot be compiled; unroll it in Python or call the Python function itself");
+  std::call_once(s.restore_once, [&] {
+    restoring.push_back(&s);
+    try {
+      restore_decisions(s, args);
+    } catch (...) {
+      restoring.pop_back();
+      throw;
+    }
+    restoring.pop_back();
+  });
   const int64_t variants = variant_count(s);
   const bool at_bound = variants >= s.options.max_variants;
   if (at_bound) {
