@@ -7,6 +7,9 @@ namespace kiln {
 namespace {
 // About 64K elementary operations per chunk: enough to amortize waking a thread.
 constexpr int64_t kWorkPerChunk = int64_t{1} << 16;
+// Outputs along the kept last axis a column reduction's chunk holds at least (256 bytes of
+// float32 per row it reads).
+constexpr int64_t kColumnGrain = 256;
 }  // namespace
 
 ScheduleSpec schedule_spec_for(const ir::FusionGroup& g) {
@@ -23,6 +26,9 @@ ScheduleSpec schedule_spec_for(const ir::FusionGroup& g) {
         bool red = std::binary_search(g.reduce_axes.begin(), g.reduce_axes.end(), i);
         (red ? s.unit_work : s.extent).push_back(g.domain[i]);
       }
+      if (!g.domain.empty() && !std::binary_search(g.reduce_axes.begin(), g.reduce_axes.end(),
+                                                   static_cast<int64_t>(g.domain.size()) - 1))
+        s.columns = g.domain.back();
       break;
     case ir::GroupKind::matmul:
       // Units are output rows: every dim but the last; each costs N * K.
@@ -48,6 +54,7 @@ Schedule ScheduleSpec::eval(const int64_t* dims) const {
   int64_t unit = 1;
   for (const ir::Dim& d : unit_work) unit *= std::max<int64_t>(1, ir::dim_value(d, dims));
   s.grain = std::max<int64_t>(1, kWorkPerChunk / divisor / unit);
+  if (columns) s.grain = std::max(s.grain, std::min(kColumnGrain, ir::dim_value(*columns, dims)));
   if (ir::numel(root, dims) == 0) s.extent = 0;
   return s;
 }

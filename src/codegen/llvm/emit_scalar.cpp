@@ -272,4 +272,23 @@ Value* reduce_combine(llvm::IRBuilder<>& b, Op op, DType t, Value* acc, Value* x
   return nullptr;
 }
 
+namespace {
+bool sums_floats(ir::Op op, DType t) {
+  return (op == Op::ReduceSum || op == Op::ReduceMean) && is_float_compute(t);
+}
+}  // namespace
+
+llvm::Type* accumulator_type(llvm::IRBuilder<>& b, Op op, DType t) {
+  return sums_floats(op, t) ? b.getDoubleTy() : compute_type(b, t);
+}
+
+Value* accumulator_init(llvm::IRBuilder<>& b, Op op, DType t) {
+  return sums_floats(op, t) ? llvm::ConstantFP::get(b.getDoubleTy(), 0.0) : reduce_init(b, op, t);
+}
+
+Value* accumulate(llvm::IRBuilder<>& b, Op op, DType t, Value* acc, Value* x) {
+  if (!sums_floats(op, t)) return reduce_combine(b, op, t, acc, x);
+  return b.CreateFAdd(acc, b.CreateFPExt(x, b.getDoubleTy()));
+}
+
 }  // namespace kiln::llvmjit

@@ -33,4 +33,12 @@ llvm::Value* reduce_init(llvm::IRBuilder<>& b, ir::Op op, DType t);
 llvm::Value* reduce_combine(llvm::IRBuilder<>& b, ir::Op op, DType t, llvm::Value* acc,
                             llvm::Value* x);
 
+// Where a reduction's running value is kept across blocks of its elements: a float sum or mean
+// in double (partial sums of a block are float32; their total is not rounded to float32 until
+// the end, so 10^7 terms lose no more than a block does), any other reduction in its compute
+// type. `accumulate` adds a computed value (or a block's partial) to it.
+llvm::Type* accumulator_type(llvm::IRBuilder<>& b, ir::Op op, DType t);
+llvm::Value* accumulator_init(llvm::IRBuilder<>& b, ir::Op op, DType t);
+llvm::Value* accumulate(llvm::IRBuilder<>& b, ir::Op op, DType t, llvm::Value* acc, llvm::Value* x);
+
 }  // namespace kiln::llvmjit

@@ -342,18 +342,6 @@ void Emitter::store_epilogue(Value* v, const Idx& idx, Value* offset) {
   contraction_value_ = nullptr;
 }
 
-Value* Emitter::reduced_value(const Node& n, const Idx& idx) {
-  auto it = reduce_value_.find(&n);
-  if (it == reduce_value_.end()) throw FusionRejected(&n);
-  // Valid only when read at the rows being computed: kept axes must be the row's indices.
-  for (size_t i = 0; i < idx.size(); ++i) {
-    bool red =
-        std::binary_search(g_.reduce_axes.begin(), g_.reduce_axes.end(), static_cast<int64_t>(i));
-    if (!red && !ir::is_one(g_.domain[i]) && idx[i] != outer_idx_[i]) throw FusionRejected(&n);
-  }
-  return it->second;
-}
-
 void Emitter::emit_elementwise() {
   const ir::Shape& dims = g_.root->shape;
   if (dims.empty()) {
@@ -393,70 +381,6 @@ void Emitter::emit_elementwise() {
   lin->addIncoming(next, b_.GetInsertBlock());
   b_.CreateBr(header);
   b_.SetInsertPoint(exit);
-}
-
-void Emitter::emit_row_reduce() {
-  const ir::Shape& dims = g_.domain;
-  const auto& axes = g_.reduce_axes;
-  ir::Shape kept_dims;
-  std::vector<int64_t> kept_axes;
-  for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i)
-    if (!std::binary_search(axes.begin(), axes.end(), i)) {
-      kept_dims.push_back(dims[i]);
-      kept_axes.push_back(i);
-    }
-  loop(begin_, end_, {}, [&](Value* o, const std::vector<Value*>&) {
-    Idx kept = delinearize(o, kept_dims);
-    outer_idx_.assign(dims.size(), nullptr);
-    for (size_t k = 0; k < kept_axes.size(); ++k) outer_idx_[kept_axes[k]] = kept[k];
-    reduce_value_.clear();
-    for (const auto& n : g_.nodes) {
-      if (!ir::is_reduce(n->op) || leaf_index_.count(n.get())) continue;
-      Idx idx = outer_idx_;
-      const Node* input = n->inputs[0].get();
-      std::vector<Value*> acc = loop_nest(
-          axes, dims, idx, {reduce_init(b_, n->op, n->dtype)}, [&](const std::vector<Value*>& cur) {
-            return std::vector<Value*>{
-                reduce_combine(b_, n->op, n->dtype, cur[0], emit(input, idx))};
-          });
-      Value* v = acc[0];
-      if (n->op == Op::ReduceMean) {
-        int64_t count = 1;
-        Value* runtime = nullptr;  // the product of the symbolic extents
-        for (int64_t a : axes) {
-          if (dims[a].is_symbolic())
-            runtime = runtime ? mul_nsw(runtime, dimv(dims[a])) : dimv(dims[a]);
-          else
-            count *= dims[a].value;
-        }
-        Value* c = llvm::ConstantFP::get(v->getType(), static_cast<double>(count));
-        if (runtime) c = b_.CreateFMul(c, b_.CreateUIToFP(runtime, v->getType()));
-        v = b_.CreateFDiv(v, c);
-      }
-      reduce_value_[n.get()] = v;
-    }
-    if (g_.root_is_outer) {
-      // The root has the kept dims (with or without unit dims where the axes were).
-      Idx ridx;
-      bool keepdims = g_.root->shape.size() == dims.size();
-      for (size_t i = 0; i < dims.size(); ++i) {
-        bool red = std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i));
-        if (!red)
-          ridx.push_back(outer_idx_[i]);
-        else if (keepdims)
-          ridx.push_back(b_.getInt64(0));
-      }
-      memo_.clear();
-      store_out(emit(g_.root.get(), ridx), o);
-    } else {
-      Idx idx = outer_idx_;
-      loop_nest(axes, dims, idx, {}, [&](const std::vector<Value*>&) {
-        store_out(emit(g_.root.get(), idx), linearize(idx, dims));
-        return std::vector<Value*>{};
-      });
-    }
-    return std::vector<Value*>{};
-  });
 }
 
 std::unique_ptr<llvm::Module> lower_group(llvm::LLVMContext& ctx, const ir::FusionGroup& g,

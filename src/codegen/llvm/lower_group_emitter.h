@@ -1,7 +1,7 @@
 // The emitter behind lower_group (lower_group.h): lowers one fused group to an LLVM function, one
 // loop nest per group kind. Private to src/codegen/llvm: lower_group.cpp holds the emitter's core
-// (extents, loops, values, elementwise and row-reduce kernels), lower_contraction.cpp its matmul
-// and conv2d loop nests.
+// (extents, loops, values, elementwise kernels), lower_reduce.cpp its row_reduce kernels and
+// lower_contraction.cpp its matmul and conv2d loop nests.
 #pragma once
 
 #include "codegen/llvm/lower_group.h"
@@ -69,8 +69,19 @@ class Emitter {
   // Stores the root for the current contraction element (value `v` at index `idx`).
   void store_epilogue(Value* v, const Idx& idx, Value* offset);
 
-  // ---- reductions -------------------------------------------------------------------------
+  // ---- reductions (lower_reduce.cpp) ---------------------------------------------------------
+  // A reduction's value where the group reads it: only at the outputs being computed.
   Value* reduced_value(const Node& n, const Idx& idx);
+  // for (blk = 0; blk < ceil(extent / block); ++blk) body([lo, hi) of that block), carrying values.
+  std::vector<Value*> block_loop(
+      Value* extent, int64_t block, std::vector<Value*> carried,
+      const std::function<std::vector<Value*>(Value*, Value*, const std::vector<Value*>&)>& body);
+  // Reduction n's accumulator over the reduced axes at the kept index in idx (rows kernel).
+  Value* accumulate_row(const Node& n, Idx idx);
+  // An accumulator as n's value: a mean divided by its count, then rounded to the compute type.
+  Value* finish_reduce(const Node& n, Value* acc);
+  void emit_reduce_rows();
+  void emit_reduce_columns();
 
   // ---- kernels ----------------------------------------------------------------------------
   void emit_elementwise();

@@ -1,0 +1,321 @@
+// The emitter's row_reduce kernels (lower_group_emitter.h). Two loop orders:
+// - rows: one output element at a time, its reduction innermost (the reduced axes include the
+//   last one, or the kept last axis is too short to walk);
+// - columns: a tile of up to kColumnTile outputs that follow each other along the kept last axis,
+//   that axis innermost, so each step of the reduction reads a contiguous piece of a row
+//   (x.sum(axis=0) of a row-major matrix walks its rows, not its columns one stride at a time).
+// Float sums and means are accumulated in double (see accumulator_type): both kernels add a float32
+// partial sum per block of the innermost reduced axis (kSumBlock elements in the rows kernel,
+// vectorized with several partial sums; kColumnSumBlock steps in the columns kernel).
+#include "codegen/llvm/emit_scalar.h"
+#include "codegen/llvm/lower_group_emitter.h"
+#include "codegen/schedule.h"
+
+#include <algorithm>
+
+namespace kiln::llvmjit {
+
+namespace {
+// Elements of the innermost reduced axis summed in float32 before they join the double total.
+constexpr int64_t kSumBlock = 512;
+// Outputs one columns-kernel step computes together (at most; fewer where the group has so many
+// reductions that their tiles would pass kColumnStackBytes), and the shortest kept last axis
+// walked so.
+constexpr int64_t kColumnTile = 4096;
+constexpr int64_t kColumnStackBytes = 256 * 1024;
+// Steps of the innermost reduced axis a columns kernel sums in float32 before they join the
+// double accumulators.
+constexpr int64_t kColumnSumBlock = 16;
+constexpr int64_t kMinColumns = 8;
+
+bool is_reduced(const std::vector<int64_t>& axes, size_t i) {
+  return std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i));
+}
+}  // namespace
+
+Value* Emitter::reduced_value(const Node& n, const Idx& idx) {
+  auto it = reduce_value_.find(&n);
+  if (it == reduce_value_.end()) throw FusionRejected(&n);
+  // Valid only when read at the rows being computed: kept axes must be the row's indices.
+  for (size_t i = 0; i < idx.size(); ++i) {
+    if (!is_reduced(g_.reduce_axes, i) && !ir::is_one(g_.domain[i]) && idx[i] != outer_idx_[i])
+      throw FusionRejected(&n);
+  }
+  return it->second;
+}
+
+Value* Emitter::finish_reduce(const Node& n, Value* acc) {
+  if (n.op == Op::ReduceMean) {
+    int64_t count = 1;
+    Value* runtime = nullptr;  // the product of the symbolic extents
+    for (int64_t a : g_.reduce_axes) {
+      const ir::Dim& d = g_.domain[a];
+      if (d.is_symbolic())
+        runtime = runtime ? mul_nsw(runtime, dimv(d)) : dimv(d);
+      else
+        count *= d.value;
+    }
+    Value* c = llvm::ConstantFP::get(acc->getType(), static_cast<double>(count));
+    if (runtime) c = b_.CreateFMul(c, b_.CreateUIToFP(runtime, acc->getType()));
+    acc = b_.CreateFDiv(acc, c);
+  }
+  llvm::Type* ct = compute_type(b_, n.dtype);
+  return acc->getType() == ct ? acc : b_.CreateFPTrunc(acc, ct);
+}
+
+std::vector<Value*> Emitter::block_loop(
+    Value* extent, int64_t block, std::vector<Value*> carried,
+    const std::function<std::vector<Value*>(Value*, Value*, const std::vector<Value*>&)>& body) {
+  Value* blocks = b_.CreateUDiv(b_.CreateAdd(extent, b_.getInt64(block - 1)), b_.getInt64(block));
+  return loop(b_.getInt64(0), blocks, std::move(carried),
+              [&](Value* blk, const std::vector<Value*>& cur) {
+                Value* lo = mul_nsw(blk, b_.getInt64(block));
+                Value* hi = b_.CreateAdd(lo, b_.getInt64(block));
+                hi = b_.CreateSelect(b_.CreateICmpSLT(hi, extent), hi, extent);
+                return body(lo, hi, cur);
+              });
+}
+
+Value* Emitter::accumulate_row(const Node& n, Idx idx) {
+  const auto& axes = g_.reduce_axes;
+  const ir::Shape& dims = g_.domain;
+  const Node* input = n.inputs[0].get();
+  Value* init = accumulator_init(b_, n.op, n.dtype);
+  if (axes.empty()) return accumulate(b_, n.op, n.dtype, init, emit(input, idx));
+  const int64_t inner = axes.back();
+  const std::vector<int64_t> outer(axes.begin(), axes.end() - 1);
+  auto acc = loop_nest(outer, dims, idx, {init}, [&](const std::vector<Value*>& total) {
+    return block_loop(dimv(dims[inner]), kSumBlock, total,
+                      [&](Value* lo, Value* hi, const std::vector<Value*>& cur) {
+                        auto part = loop(lo, hi, {reduce_init(b_, n.op, n.dtype)},
+                                         [&](Value* iv, const std::vector<Value*>& p) {
+                                           idx[inner] = iv;
+                                           return std::vector<Value*>{reduce_combine(
+                                               b_, n.op, n.dtype, p[0], emit(input, idx))};
+                                         });
+                        return std::vector<Value*>{accumulate(b_, n.op, n.dtype, cur[0], part[0])};
+                      });
+  });
+  return finish_reduce(n, acc[0]);
+}
+
+void Emitter::emit_row_reduce() {
+  const ir::Shape& dims = g_.domain;
+  if (dims.empty() || is_reduced(g_.reduce_axes, dims.size() - 1)) return emit_reduce_rows();
+  const ir::Dim& last = dims.back();
+  if (!last.is_symbolic()) {
+    return last.value >= kMinColumns ? emit_reduce_columns() : emit_reduce_rows();
+  }
+  auto* cols = llvm::BasicBlock::Create(ctx_, "columns", fn_);
+  auto* rows = llvm::BasicBlock::Create(ctx_, "rows", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "reduced", fn_);
+  b_.CreateCondBr(b_.CreateICmpSGE(dimv(last), b_.getInt64(kMinColumns)), cols, rows);
+  b_.SetInsertPoint(cols);
+  emit_reduce_columns();
+  b_.CreateBr(done);
+  b_.SetInsertPoint(rows);
+  emit_reduce_rows();
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+}
+
+void Emitter::emit_reduce_rows() {
+  const ir::Shape& dims = g_.domain;
+  const auto& axes = g_.reduce_axes;
+  ir::Shape kept_dims;
+  std::vector<int64_t> kept_axes;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (!is_reduced(axes, i)) {
+      kept_dims.push_back(dims[i]);
+      kept_axes.push_back(static_cast<int64_t>(i));
+    }
+  loop(begin_, end_, {}, [&](Value* o, const std::vector<Value*>&) {
+    Idx kept = delinearize(o, kept_dims);
+    outer_idx_.assign(dims.size(), nullptr);
+    for (size_t k = 0; k < kept_axes.size(); ++k) outer_idx_[kept_axes[k]] = kept[k];
+    reduce_value_.clear();
+    for (const auto& n : g_.nodes) {
+      if (!ir::is_reduce(n->op) || leaf_index_.count(n.get())) continue;
+      reduce_value_[n.get()] = accumulate_row(*n, outer_idx_);
+    }
+    if (g_.root_is_outer) {
+      // The root has the kept dims (with or without unit dims where the axes were).
+      Idx ridx;
+      bool keepdims = g_.root->shape.size() == dims.size();
+      for (size_t i = 0; i < dims.size(); ++i) {
+        if (!is_reduced(axes, i))
+          ridx.push_back(outer_idx_[i]);
+        else if (keepdims)
+          ridx.push_back(b_.getInt64(0));
+      }
+      memo_.clear();
+      store_out(emit(g_.root.get(), ridx), o);
+    } else {
+      Idx idx = outer_idx_;
+      loop_nest(axes, dims, idx, {}, [&](const std::vector<Value*>&) {
+        store_out(emit(g_.root.get(), idx), linearize(idx, dims));
+        return std::vector<Value*>{};
+      });
+    }
+    return std::vector<Value*>{};
+  });
+}
+
+void Emitter::emit_reduce_columns() {
+  const ir::Shape& dims = g_.domain;
+  const auto& axes = g_.reduce_axes;
+  const size_t last = dims.size() - 1;
+  ir::Shape prefix_dims;  // the kept dims before the last
+  std::vector<int64_t> prefix_axes;
+  for (size_t i = 0; i < last; ++i)
+    if (!is_reduced(axes, i)) {
+      prefix_dims.push_back(dims[i]);
+      prefix_axes.push_back(static_cast<int64_t>(i));
+    }
+  // Each reduction's accumulators and finished values for the tile, on the stack.
+  std::vector<const Node*> reds;
+  for (const auto& n : g_.nodes)
+    if (ir::is_reduce(n->op) && !leaf_index_.count(n.get())) reds.push_back(n.get());
+  // Per reduction and column, at most 24 bytes: a double accumulator, a partial, a finished value.
+  const int64_t column_bytes = 24 * std::max<int64_t>(1, static_cast<int64_t>(reds.size()));
+  const int64_t tile =
+      std::clamp<int64_t>(kColumnStackBytes / column_bytes, kMinColumns, kColumnTile);
+  std::vector<llvm::AllocaInst*> accs, parts, fins;
+  {
+    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    auto stack_tile = [&](llvm::Type* t) { return eb.CreateAlloca(t, eb.getInt64(tile)); };
+    for (const Node* n : reds) {
+      accs.push_back(stack_tile(accumulator_type(b_, n->op, n->dtype)));
+      parts.push_back(stack_tile(compute_type(b_, n->dtype)));
+      fins.push_back(stack_tile(compute_type(b_, n->dtype)));
+    }
+  }
+  auto slot = [&](llvm::AllocaInst* a, Value* j) {
+    return b_.CreateInBoundsGEP(a->getAllocatedType(), a, j);
+  };
+  auto load_slot = [&](llvm::AllocaInst* a, Value* j) {
+    return b_.CreateLoad(a->getAllocatedType(), slot(a, j));
+  };
+  // Inside a tile loop at tile position j (column c0 + j): the last axis's index and the
+  // finished reductions before `upto` are those of column c0 + j.
+  Value* c0 = nullptr;
+  auto enter_column = [&](Value* j, Idx& idx, size_t upto) {
+    Value* col = b_.CreateAdd(c0, j, "", true, true);
+    idx[last] = col;
+    outer_idx_[last] = col;
+    reduce_value_.clear();
+    for (size_t r = 0; r < upto; ++r) reduce_value_[reds[r]] = load_slot(fins[r], j);
+  };
+  Value* width = dimv(dims[last]);
+  // while (o < end): one tile of consecutive outputs along the last axis at a time.
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx_, "tiles", fn_);
+  auto* body = llvm::BasicBlock::Create(ctx_, "tile", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "tiles_done", fn_);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode* o = b_.CreatePHI(b_.getInt64Ty(), 2);
+  o->addIncoming(begin_, pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(o, end_), body, exit);
+  b_.SetInsertPoint(body);
+  Value* row = b_.CreateUDiv(o, width);
+  c0 = b_.CreateURem(o, width);
+  auto min = [&](Value* a, Value* c) { return b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c); };
+  Value* len = min(min(b_.CreateSub(width, c0), b_.CreateSub(end_, o)), b_.getInt64(tile));
+  outer_idx_.assign(dims.size(), nullptr);
+  if (!prefix_dims.empty()) {
+    Idx kept = delinearize(row, prefix_dims);
+    for (size_t k = 0; k < prefix_axes.size(); ++k) outer_idx_[prefix_axes[k]] = kept[k];
+  }
+  const Idx tile_idx = outer_idx_;
+  Value* zero = b_.getInt64(0);
+  for (size_t r = 0; r < reds.size(); ++r) {
+    const Node& n = *reds[r];
+    Idx idx = tile_idx;
+    // One step of the reduction for the tile: into[j] (op)= the input at column c0 + j.
+    auto step = [&](llvm::AllocaInst* into, bool partial) {
+      loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+        enter_column(j, idx, r);
+        Value* x = emit(n.inputs[0].get(), idx);
+        Value* old = load_slot(into, j);
+        b_.CreateStore(partial ? reduce_combine(b_, n.op, n.dtype, old, x)
+                               : accumulate(b_, n.op, n.dtype, old, x),
+                       slot(into, j));
+        return std::vector<Value*>{};
+      });
+    };
+    auto fill = [&](llvm::AllocaInst* a, Value* v) {
+      loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+        b_.CreateStore(v, slot(a, j));
+        return std::vector<Value*>{};
+      });
+    };
+    fill(accs[r], accumulator_init(b_, n.op, n.dtype));
+    const bool blocked =
+        !axes.empty() && accs[r]->getAllocatedType() != fins[r]->getAllocatedType();
+    if (!blocked) {
+      loop_nest(axes, dims, idx, {}, [&](const std::vector<Value*>&) {
+        step(accs[r], false);
+        return std::vector<Value*>{};
+      });
+    } else {
+      // Float sums: kColumnSumBlock steps of the innermost reduced axis in the compute type, then
+      // their partial sums join the double accumulators.
+      const int64_t inner = axes.back();
+      const std::vector<int64_t> outer(axes.begin(), axes.end() - 1);
+      loop_nest(outer, dims, idx, {}, [&](const std::vector<Value*>&) {
+        return block_loop(dimv(dims[inner]), kColumnSumBlock, {},
+                          [&](Value* lo, Value* hi, const std::vector<Value*>&) {
+                            fill(parts[r], reduce_init(b_, n.op, n.dtype));
+                            loop(lo, hi, {}, [&](Value* iv, const std::vector<Value*>&) {
+                              idx[inner] = iv;
+                              step(parts[r], true);
+                              return std::vector<Value*>{};
+                            });
+                            loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+                              Value* sum = accumulate(b_, n.op, n.dtype, load_slot(accs[r], j),
+                                                      load_slot(parts[r], j));
+                              b_.CreateStore(sum, slot(accs[r], j));
+                              return std::vector<Value*>{};
+                            });
+                            return std::vector<Value*>{};
+                          });
+      });
+    }
+    loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+      b_.CreateStore(finish_reduce(n, load_slot(accs[r], j)), slot(fins[r], j));
+      return std::vector<Value*>{};
+    });
+  }
+  if (g_.root_is_outer) {
+    const bool keepdims = g_.root->shape.size() == dims.size();
+    loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+      Idx idx = tile_idx;
+      enter_column(j, idx, reds.size());
+      Idx ridx;
+      for (size_t i = 0; i < dims.size(); ++i) {
+        if (!is_reduced(axes, i))
+          ridx.push_back(idx[i]);
+        else if (keepdims)
+          ridx.push_back(zero);
+      }
+      store_out(emit(g_.root.get(), ridx), b_.CreateAdd(o, j, "", true, true));
+      return std::vector<Value*>{};
+    });
+  } else {
+    Idx idx = tile_idx;
+    loop_nest(axes, dims, idx, {}, [&](const std::vector<Value*>&) {
+      loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+        enter_column(j, idx, reds.size());
+        store_out(emit(g_.root.get(), idx), linearize(idx, dims));
+        return std::vector<Value*>{};
+      });
+      return std::vector<Value*>{};
+    });
+  }
+  o->addIncoming(b_.CreateAdd(o, len, "", true, true), b_.GetInsertBlock());
+  b_.CreateBr(header);
+  b_.SetInsertPoint(exit);
+}
+
+}  // namespace kiln::llvmjit

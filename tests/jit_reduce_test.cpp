@@ -1,0 +1,175 @@
+// Reductions through the LLVM backend's two row_reduce kernels (src/codegen/llvm/lower_reduce.cpp):
+// float sums accurate to a few float32 roundings over long axes (not n of them), and the columns
+// kernel (a kept last axis walked innermost) against the reference interpreter: tile edges, many
+// reductions in one group, reductions read back at every element, symbolic extents on both sides
+// of the point where the columns kernel takes over.
+#include "jit_dynamic_cases.h"
+#include "needs_llvm.h"
+
+#include <cmath>
+
+using namespace jt_dynamic;
+
+namespace {
+
+// The exact (double) sum of each output's inputs, for inputs reduced along `axis` of a 2-d array.
+std::vector<double> exact_sums(const HostTensor& x, int axis) {
+  const int64_t r = x.shape[0], c = x.shape[1];
+  std::vector<double> s(axis == 0 ? c : r, 0.0);
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) s[axis == 0 ? j : i] += x.values[i * c + j];
+  return s;
+}
+
+// The largest relative error of `got` against `want`.
+double worst_relative(const Array& got, const std::vector<double>& want, double scale = 1) {
+  HostTensor g = HostTensor::from_array(got);
+  REQUIRE(g.values.size() == want.size());
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::abs(g.values[i] - want[i] * scale) / std::abs(want[i] * scale));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("jit reductions: float32 sums and means over long axes lose a few roundings, not n",
+          "[jit][reduce]" KILN_NEEDS_LLVM) {
+  // Every element is 0.1f (each float32 addition of a running sum rounds the same way: the
+  // worst case of a sequential sum) or uniform in [0.5, 1).
+  const double eps = std::ldexp(1.0, -24);
+  for (bool constant : {true, false}) {
+    Rng rng(7);
+    std::uniform_real_distribution<float> u(0.5f, 1.0f);
+    auto fill = [&](std::vector<int64_t> shape) {
+      TestArray a = make_array(rng, shape, DType::f32);
+      auto* p = static_cast<float*>(a.array.data());
+      const int64_t n = a.array.numel();
+      for (int64_t i = 0; i < n; ++i) p[i] = constant ? 0.1f : u(rng);
+      return a;
+    };
+    const std::string what = constant ? "0.1f" : "uniform [0.5, 1)";
+    {  // the rows kernel: one long row, and rows of a matrix
+      TestArray row = fill({1, 1 << 20});
+      TestArray mat = fill({3, 300007});
+      auto f = kiln::jit([](Tensor x, Tensor y) {
+        return std::vector<Tensor>{x.sum(1), x.mean(1), y.sum(1), y.sum()};
+      });
+      std::vector<Array> out = f(std::vector<Array>{row.array, mat.array});
+      const auto rs = exact_sums(row.host(), 1), ms = exact_sums(mat.host(), 1);
+      const double all = ms[0] + ms[1] + ms[2];
+      INFO(what);
+      CHECK(worst_relative(out[0], rs) < 4 * eps);
+      CHECK(worst_relative(out[1], rs, 1.0 / (1 << 20)) < 4 * eps);
+      CHECK(worst_relative(out[2], ms) < 4 * eps);
+      CHECK(worst_relative(out[3], {all}) < 4 * eps);
+    }
+    {  // the columns kernel: long columns, over one axis and over two
+      TestArray mat = fill({200003, 9});
+      TestArray cube = fill({301, 997, 8});
+      auto f = kiln::jit([](Tensor x, Tensor y) {
+        return std::vector<Tensor>{x.sum(0), x.mean(0, true), y.sum({0, 1})};
+      });
+      std::vector<Array> out = f(std::vector<Array>{mat.array, cube.array});
+      const auto cs = exact_sums(mat.host(), 0);
+      HostTensor c = cube.host();
+      std::vector<double> cubes(8, 0.0);
+      for (size_t i = 0; i < c.values.size(); ++i) cubes[i % 8] += c.values[i];
+      INFO(what);
+      CHECK(worst_relative(out[0], cs) < 4 * eps);
+      CHECK(worst_relative(out[1], cs, 1.0 / 200003) < 4 * eps);
+      CHECK(worst_relative(out[2], cubes) < 4 * eps);
+    }
+  }
+}
+
+TEST_CASE("jit reductions: the columns kernel over tile edges, dtypes and layouts",
+          "[jit][reduce]" KILN_NEEDS_LLVM) {
+  uint64_t seed = 9100;
+  size_t k = 0;
+  const std::vector<Layout> layouts = all_layouts();
+  // Kept last extents on both sides of 8 (where the columns kernel starts) and of its tiles.
+  for (int64_t cols : {7, 8, 9, 33, 256, 4097}) {
+    for (int64_t rows : {0, 1, 3, 70}) {
+      for (DType t : all_dtypes()) {
+        if (cols == 4097 && t != DType::f32 && t != DType::i32) continue;
+        Rng rng(++seed);
+        const bool floating = kiln::is_floating(t);
+        TestArray a = make_array(rng, {rows, cols}, t, layouts[k++ % layouts.size()]);
+        check_against_reference(
+            [rows, floating](Tensor x) {
+              std::vector<Tensor> r = {x.sum(0), x.sum(0, true)};
+              if (floating) {
+                r.push_back(x.mean(0));
+                r.push_back(x - x.mean(0, true));  // read back at every element
+              }
+              if (rows > 0) {
+                r.push_back(x.max(0));
+                r.push_back(kiln::min(x, 0, true));
+              }
+              return r;
+            },
+            {a},
+            {.tol_scale = static_cast<double>(std::max<int64_t>(rows, 1)),
+             .label =
+                 label("columns " + std::to_string(rows) + "x" + std::to_string(cols), t, seed)});
+      }
+    }
+  }
+}
+
+TEST_CASE("jit reductions: the columns kernel with middle axes, chained reductions and softmax",
+          "[jit][reduce]" KILN_NEEDS_LLVM) {
+  uint64_t seed = 9300;
+  for (Layout lay : all_layouts()) {
+    for (DType t : float_dtypes()) {
+      Rng rng(++seed);
+      TestArray a = make_array(rng, {4, 37, 19}, t, lay);
+      check_against_reference(
+          [](Tensor x) {
+            Tensor centered = x - x.mean(1, true);
+            return std::vector<Tensor>{x.sum(1),
+                                       x.mean({0, 1}),
+                                       x.max({0, 1}, true),
+                                       (centered * centered).mean(1),  // a reduction of one
+                                       kiln::softmax(x, 1),
+                                       kiln::softmax(x, 0)};
+          },
+          {a},
+          {.tol_scale = 148,
+           .label = label(std::string("middle axes ") + layout_name(lay), t, seed)});
+    }
+  }
+}
+
+TEST_CASE("jit reductions: a group of many reductions takes narrower column tiles",
+          "[jit][reduce]" KILN_NEEDS_LLVM) {
+  // 24 reductions in one group: 24 * 24 bytes a column leaves room for tiles of 455 columns of
+  // the 1200 (several tiles a row), where one reduction alone would take 4096.
+  Rng rng(9400);
+  TestArray a = make_array(rng, {21, 1200}, DType::f32, Layout::strided);
+  check_against_reference(
+      [](Tensor x) {
+        Tensor acc = x.sum(0);
+        for (int i = 1; i < 24; ++i) acc = acc + (x * static_cast<double>(i)).max(0);
+        return std::vector<Tensor>{acc};
+      },
+      {a}, {.tol_scale = 600, .label = "24 reductions"});
+}
+
+TEST_CASE("jit reductions: a symbolic kept last axis takes either kernel at run time",
+          "[jit][reduce][dynamic_ops]" KILN_NEEDS_LLVM) {
+  uint64_t seed = 9500;
+  for (DType t : {DType::f32, DType::i64, DType::bf16}) {
+    auto body = [](Tensor x) {
+      return std::vector<Tensor>{x.sum(0), x.mean(0, true), x.max(0), x - x.sum(0, true)};
+    };
+    auto c = dyn_case("columns " + dt(t), body, per_arg_mode({{0, {1}}}));
+    for (int64_t s : kSizes1) {  // 1, 2, 3 take the rows kernel, the others the columns kernel
+      Rng rng(++seed);
+      c.run({make_array(rng, {23, s}, t, s % 2 ? Layout::transposed : Layout::contiguous)}, 23,
+            s_is(s));
+    }
+    c.expect_symbolic();
+  }
+}
