@@ -7,8 +7,8 @@ namespace kiln {
 namespace {
 // About 64K elementary operations per chunk: enough to amortize waking a thread.
 constexpr int64_t kWorkPerChunk = int64_t{1} << 16;
-// Outputs along the kept last axis a column reduction's chunk holds at least (256 bytes of
-// float32 per row it reads).
+// Outputs along the kept last axis a column reduction's chunk holds at least (1 KiB of float32 per
+// row it reads), where the row is four times as long.
 constexpr int64_t kColumnGrain = 256;
 }  // namespace
 
@@ -54,7 +54,11 @@ Schedule ScheduleSpec::eval(const int64_t* dims) const {
   int64_t unit = 1;
   for (const ir::Dim& d : unit_work) unit *= std::max<int64_t>(1, ir::dim_value(d, dims));
   s.grain = std::max<int64_t>(1, kWorkPerChunk / divisor / unit);
-  if (columns) s.grain = std::max(s.grain, std::min(kColumnGrain, ir::dim_value(*columns, dims)));
+  if (columns) {
+    // A quarter of a row at most, so that a few rows still make a chunk for each of four threads.
+    const int64_t width = ir::dim_value(*columns, dims);
+    s.grain = std::max(s.grain, std::min(kColumnGrain, (width + 3) / 4));
+  }
   if (ir::numel(root, dims) == 0) s.extent = 0;
   return s;
 }

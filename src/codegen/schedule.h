@@ -24,7 +24,7 @@ struct ScheduleSpec {
   ir::Shape unit_work;  // the work of one unit is the product of these dims (each at least 1)
   int64_t divisor = 1;  // the grain is (kWorkPerChunk / divisor) / unit work
   // A row_reduce over leading axes (its last axis kept) computes outputs that follow each other
-  // along that axis together: a chunk holds at least min(kColumnGrain, this dim) units.
+  // along that axis together: a chunk holds at least min(kColumnGrain, this dim / 4) units.
   std::optional<ir::Dim> columns;
   ir::Shape root;         // an empty root means no work at all
   bool symbolic = false;  // whether any of these dims is symbolic (else `eval` is a constant)
