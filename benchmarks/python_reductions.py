@@ -51,6 +51,8 @@ def main():
         "columns_small": ("x.sum(axis=0), (512, 768)", mat(512, 768), lambda x: x.sum(axis=0)),
         "middle": ("x.sum(axis=1), (32, 128, 256)", mat(32, 128, 256), lambda x: x.sum(axis=1)),
         "all": ("x.sum(), 10^7", mat(10**7), lambda x: x.sum()),
+        "all_2d": ("x.max(), (4096, 4096)", mat(4096, 4096), lambda x: x.max()),
+        "mse": ("((x - 0.5) ** 2).mean(), 10^7", mat(10**7), lambda x: ((x - 0.5) ** 2).mean()),
         "center": ("x - x.mean(axis=0), (512, 768)", mat(512, 768),
                    lambda x: x - x.mean(axis=0, keepdims=True)),
         "batch_stats": ("mean and var over axis 0, (8192, 256)", mat(8192, 256),

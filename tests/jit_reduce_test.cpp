@@ -88,11 +88,13 @@ TEST_CASE("jit reductions: the columns kernel over tile edges, dtypes and layout
   uint64_t seed = 9100;
   size_t k = 0;
   const std::vector<Layout> layouts = all_layouts();
-  // Kept last extents on both sides of 8 (where the columns kernel starts) and of its tiles.
-  for (int64_t cols : {7, 8, 9, 33, 256, 4097}) {
-    for (int64_t rows : {0, 1, 3, 70}) {
-      for (DType t : all_dtypes()) {
-        if (cols == 4097 && t != DType::f32 && t != DType::i32) continue;
+  // Kept last extents on both sides of 8 (where the columns kernel starts) and of a tile; two
+  // dtypes a case, in turn (each dtype three times; the compiles are the budget).
+  const std::vector<DType>& dtypes = all_dtypes();
+  size_t d = 0;
+  for (int64_t cols : {7, 8, 33, 4097}) {
+    for (int64_t rows : {0, 1, 70}) {
+      for (DType t : {dtypes[d++ % dtypes.size()], dtypes[d++ % dtypes.size()]}) {
         Rng rng(++seed);
         const bool floating = kiln::is_floating(t);
         TestArray a = make_array(rng, {rows, cols}, t, layouts[k++ % layouts.size()]);
@@ -121,8 +123,9 @@ TEST_CASE("jit reductions: the columns kernel over tile edges, dtypes and layout
 TEST_CASE("jit reductions: the columns kernel with middle axes, chained reductions and softmax",
           "[jit][reduce]" KILN_NEEDS_LLVM) {
   uint64_t seed = 9300;
-  for (Layout lay : all_layouts()) {
-    for (DType t : float_dtypes()) {
+  size_t d = 0;  // each float dtype once, each with a layout of its own
+  for (Layout lay : {Layout::contiguous, Layout::transposed, Layout::negative, Layout::mixed}) {
+    for (DType t : {float_dtypes()[d++]}) {
       Rng rng(++seed);
       TestArray a = make_array(rng, {4, 37, 19}, t, lay);
       check_against_reference(
@@ -171,5 +174,32 @@ TEST_CASE("jit reductions: a symbolic kept last axis takes either kernel at run 
             s_is(s));
     }
     c.expect_symbolic();
+  }
+}
+
+TEST_CASE("jit reductions: a large tensor reduced to one value (split in two) over dtypes",
+          "[jit][reduce]" KILN_NEEDS_LLVM) {
+  uint64_t seed = 9600;
+  size_t k = 0;
+  const std::vector<Layout> layouts = all_layouts();
+  // Split as [256, 1024], split over the leading 64, and a size the pass leaves whole.
+  const std::vector<std::vector<int64_t>> shapes = {{1 << 18}, {64, 4099}, {(1 << 18) + 3}};
+  for (const auto& shape : shapes) {
+    for (DType t : {DType::f32, DType::bf16, DType::i32, DType::boolean}) {
+      if (shape == shapes.back() && t != DType::f32) continue;
+      Rng rng(++seed);
+      const bool floating = kiln::is_floating(t);
+      TestArray a = make_array(rng, shape, t, layouts[k++ % layouts.size()]);
+      check_against_reference(
+          [floating](Tensor x) {
+            std::vector<Tensor> r = {x.sum(), x.max(), kiln::min(x, {}, true)};
+            if (floating) {
+              r.push_back(x.mean(kiln::Axes(), true));
+              r.push_back(((x - 1.0) * (x - 1.0)).mean());  // fused into the first step
+            }
+            return r;
+          },
+          {a}, {.tol_scale = 64, .label = label("whole " + dims_str(shape), t, seed)});
+    }
   }
 }

@@ -26,6 +26,8 @@ constexpr int64_t kColumnStackBytes = 256 * 1024;
 // Steps of the innermost reduced axis a columns kernel sums in float32 before they join the
 // double accumulators.
 constexpr int64_t kColumnSumBlock = 16;
+// Rows of the innermost reduced axis a columns-kernel step reads (and combines) together.
+constexpr int64_t kColumnRows = 4;
 constexpr int64_t kMinColumns = 8;
 
 bool is_reduced(const std::vector<int64_t>& axes, size_t i) {
@@ -232,15 +234,44 @@ void Emitter::emit_reduce_columns() {
   for (size_t r = 0; r < reds.size(); ++r) {
     const Node& n = *reds[r];
     Idx idx = tile_idx;
-    // One step of the reduction for the tile: into[j] (op)= the input at column c0 + j.
-    auto step = [&](llvm::AllocaInst* into, bool partial) {
+    const Node* input = n.inputs[0].get();
+    const int64_t inner = axes.empty() ? -1 : axes.back();
+    // One step of the reduction for the tile: into[j] (op)= the input at column c0 + j and at
+    // `rows` of the innermost reduced axis (combined pairwise first; none when nothing is reduced).
+    auto step = [&](llvm::AllocaInst* into, bool partial, const std::vector<Value*>& rows) {
       loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
         enter_column(j, idx, r);
-        Value* x = emit(n.inputs[0].get(), idx);
+        std::vector<Value*> xs;
+        if (rows.empty()) xs.push_back(emit(input, idx));
+        for (Value* row : rows) {
+          idx[inner] = row;
+          xs.push_back(emit(input, idx));
+        }
+        for (size_t width = xs.size(); width > 1; width = (width + 1) / 2)
+          for (size_t i = 0; 2 * i + 1 < width; ++i)
+            xs[i] = reduce_combine(b_, n.op, n.dtype, xs[2 * i], xs[2 * i + 1]);
         Value* old = load_slot(into, j);
-        b_.CreateStore(partial ? reduce_combine(b_, n.op, n.dtype, old, x)
-                               : accumulate(b_, n.op, n.dtype, old, x),
+        b_.CreateStore(partial ? reduce_combine(b_, n.op, n.dtype, old, xs[0])
+                               : accumulate(b_, n.op, n.dtype, old, xs[0]),
                        slot(into, j));
+        return std::vector<Value*>{};
+      });
+    };
+    // The steps over [lo, hi) of the innermost reduced axis: kColumnRows rows at a time (their
+    // loads are that many streams), then one.
+    auto steps = [&](Value* lo, Value* hi, llvm::AllocaInst* into, bool partial) {
+      Value* groups = b_.CreateUDiv(b_.CreateSub(hi, lo), b_.getInt64(kColumnRows));
+      loop(zero, groups, {}, [&](Value* q, const std::vector<Value*>&) {
+        Value* first = b_.CreateAdd(lo, mul_nsw(q, b_.getInt64(kColumnRows)));
+        std::vector<Value*> rows;
+        for (int64_t u = 0; u < kColumnRows; ++u)
+          rows.push_back(b_.CreateAdd(first, b_.getInt64(u)));
+        step(into, partial, rows);
+        return std::vector<Value*>{};
+      });
+      Value* rest = b_.CreateAdd(lo, mul_nsw(groups, b_.getInt64(kColumnRows)));
+      loop(rest, hi, {}, [&](Value* iv, const std::vector<Value*>&) {
+        step(into, partial, {iv});
         return std::vector<Value*>{};
       });
     };
@@ -251,27 +282,23 @@ void Emitter::emit_reduce_columns() {
       });
     };
     fill(accs[r], accumulator_init(b_, n.op, n.dtype));
-    const bool blocked =
-        !axes.empty() && accs[r]->getAllocatedType() != fins[r]->getAllocatedType();
-    if (!blocked) {
-      loop_nest(axes, dims, idx, {}, [&](const std::vector<Value*>&) {
-        step(accs[r], false);
+    const std::vector<int64_t> outer(axes.begin(), axes.end() - (axes.empty() ? 0 : 1));
+    const bool blocked = accs[r]->getAllocatedType() != fins[r]->getAllocatedType();
+    if (axes.empty()) {
+      step(accs[r], false, {});
+    } else if (!blocked) {
+      loop_nest(outer, dims, idx, {}, [&](const std::vector<Value*>&) {
+        steps(zero, dimv(dims[inner]), accs[r], false);
         return std::vector<Value*>{};
       });
     } else {
       // Float sums: kColumnSumBlock steps of the innermost reduced axis in the compute type, then
       // their partial sums join the double accumulators.
-      const int64_t inner = axes.back();
-      const std::vector<int64_t> outer(axes.begin(), axes.end() - 1);
       loop_nest(outer, dims, idx, {}, [&](const std::vector<Value*>&) {
         return block_loop(dimv(dims[inner]), kColumnSumBlock, {},
                           [&](Value* lo, Value* hi, const std::vector<Value*>&) {
                             fill(parts[r], reduce_init(b_, n.op, n.dtype));
-                            loop(lo, hi, {}, [&](Value* iv, const std::vector<Value*>&) {
-                              idx[inner] = iv;
-                              step(parts[r], true);
-                              return std::vector<Value*>{};
-                            });
+                            steps(lo, hi, parts[r], true);
                             loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
                               Value* sum = accumulate(b_, n.op, n.dtype, load_slot(accs[r], j),
                                                       load_slot(parts[r], j));

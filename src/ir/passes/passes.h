@@ -17,6 +17,7 @@ std::string print_node_line(const Graph& g, const Node& n);
 
 // W @ v as v^T @ W^T, and unit reshapes of matmuls sunk below the elementwise ops after them.
 Graph vector_matmul(const Graph& g);
+Graph split_reductions(const Graph& g);  // a whole large tensor's reduction in two steps
 Graph simplify(const Graph& g);       // x*1, x+0, x-0, x/1, double permute, reshape of reshape, ...
 Graph constant_fold(const Graph& g);  // nodes whose inputs are all (small) constants
 Graph cse(const Graph& g);            // structurally equal nodes become one

@@ -19,6 +19,7 @@ struct NamedPass {
 
 constexpr NamedPass kPasses[] = {
     {"vector_matmul", vector_matmul},
+    {"split_reductions", split_reductions},
     {"simplify", simplify},
     {"constant_fold", constant_fold},
     {"cse", cse},
