@@ -8,6 +8,7 @@ user's file:line on every recorded op (and on every error raised while tracing).
 import operator
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -150,6 +151,23 @@ def as_tensor(x, like: "Tensor | None" = None) -> "Tensor":
     raise _kiln.DTypeError(f"cannot use a {type(x).__name__} as a kiln tensor")
 
 
+# The trace running on this thread: {argument index: (lo, hi, dtype name)}, the range each Python
+# int argument must be in at a call (numpy raises OverflowError for int8_array + 300; the value
+# is known only at the call, and the cast to int8 is in the graph). Set by _trace.run_trace.
+scalar_bounds = threading.local()
+
+
+def _note_scalar_bound(arg, name):
+    bounds = getattr(scalar_bounds, "current", None)
+    if bounds is None:
+        return
+    info = np.iinfo(name)
+    lo, hi, narrowest = bounds.get(arg, (info.min, info.max, name))
+    if info.max - info.min < hi - lo:
+        narrowest = name
+    bounds[arg] = (max(lo, int(info.min)), min(hi, int(info.max)), narrowest)
+
+
 def _apply_weak(t: "Tensor", other: "Tensor") -> "Tensor":
     """A weak tensor (a Python number argument) takes the dtype of a strong partner when numpy's
     weak promotion says so."""
@@ -157,6 +175,8 @@ def _apply_weak(t: "Tensor", other: "Tensor") -> "Tensor":
         return t
     tname, oname = t._impl.dtype, other._impl.dtype
     if tname != oname and _dtypes.category(tname) <= _dtypes.category(oname):
+        if t._arg is not None and tname == "int64" and oname.startswith("int"):
+            _note_scalar_bound(t._arg, oname)
         return Tensor(_call(_ops.astype, t._impl, oname), weak=True)
     return t
 
@@ -246,14 +266,15 @@ def _index_specs(key, ndim):
 class Tensor:
     """The traced value inside a @kiln.jit function (nothing is computed while tracing)."""
 
-    __slots__ = ("_impl", "_weak")
+    __slots__ = ("_impl", "_weak", "_arg")
     # numpy defers to Tensor's reflected operators (array + tensor -> Tensor.__radd__).
     __array_ufunc__ = None
     __array_priority__ = 1000
 
-    def __init__(self, impl, weak=False):
+    def __init__(self, impl, weak=False, arg=None):
         self._impl = impl
         self._weak = weak
+        self._arg = arg  # the argument index of a Python number argument itself
 
     # --- properties
     @property

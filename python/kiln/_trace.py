@@ -6,14 +6,17 @@ import types
 
 import numpy as np
 
+from . import _tensor
 from ._tensor import Tensor, as_tensor
 
 _KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def run_trace(fn, impls, nargs, static_pos, static_values, scalar_mask):
-    """Returns (single_output, [TensorImpl]) for fn traced on `impls` (the tensor arguments) with
-    the static arguments in their positions."""
+    """Returns (single_output, [TensorImpl], bounds) for fn traced on `impls` (the tensor
+    arguments) with the static arguments in their positions; bounds: [(argument index, lo, hi,
+    dtype name)], the range a Python int argument must be in at each call (it was cast to a
+    narrower integer dtype)."""
     static = dict(zip(static_pos, static_values))
     args = []
     it = iter(impls)
@@ -21,13 +24,21 @@ def run_trace(fn, impls, nargs, static_pos, static_values, scalar_mask):
         if i in static:
             args.append(static[i])
         else:
-            args.append(Tensor(next(it), weak=bool((scalar_mask >> i) & 1)))
-    out = fn(*args)
+            scalar = bool((scalar_mask >> i) & 1)
+            args.append(Tensor(next(it), weak=scalar, arg=i if scalar else None))
+    bounds = {}
+    outer = getattr(_tensor.scalar_bounds, "current", None)
+    _tensor.scalar_bounds.current = bounds
+    try:
+        out = fn(*args)
+    finally:
+        _tensor.scalar_bounds.current = outer
+    notes = [(arg, lo, hi, name) for arg, (lo, hi, name) in sorted(bounds.items())]
     if isinstance(out, (tuple, list)):
         if len(out) == 0:
             raise ValueError(f"{_name(fn)} returned an empty {type(out).__name__}: nothing to compute")
-        return False, [_output(o, i, fn)._impl for i, o in enumerate(out)]
-    return True, [_output(out, 0, fn)._impl]
+        return False, [_output(o, i, fn)._impl for i, o in enumerate(out)], notes
+    return True, [_output(out, 0, fn)._impl], notes
 
 
 def _name(fn):

@@ -46,6 +46,16 @@ struct Entry {
   nb::list static_values;
   bool single_output = true;  // false: the function returned a tuple or list
   std::unique_ptr<Function> fn;
+  // Python int arguments a trace cast to a narrower integer dtype: the range each must be in at
+  // a call whose inputs have the dtypes that trace had (numpy raises OverflowError for
+  // int8_array + 300, and takes 300 beside a float32 array). From every trace of `fn`.
+  struct ScalarBound {
+    size_t arg;
+    int64_t lo, hi;
+    std::string dtype;
+    std::vector<DType> inputs;  // the dtypes of the traced inputs
+  };
+  std::vector<ScalarBound> scalar_bounds;
 
   // Signatures this Function has already compiled, with the dtypes and shapes of their outputs
   // (kept under the GIL). A call whose inputs match one is a certain cache hit in kiln::Function
@@ -186,7 +196,45 @@ class JitFunction {
       in_bytes += numpy_nbytes(obj);
     }
     Entry* e = find_entry(n, mask);
-    return run(*e, std::span<const Array>(inputs, n), in_bytes);
+    return run_bounded(*e, args, std::span<const Array>(inputs, n), in_bytes);
+  }
+
+  // run(), with the Python int arguments checked against the ranges their traces cast them to:
+  // before the call when they are known, and after it when this call traced (its result, computed
+  // from a wrapped value, is dropped).
+  PyObject* run_bounded(Entry& e, PyObject* args, std::span<const Array> in, size_t in_bytes) {
+    check_scalar_bounds(e, args, in);
+    const size_t known = e.scalar_bounds.size();
+    PyObject* res = run(e, in, in_bytes);
+    if (e.scalar_bounds.size() != known) {
+      try {
+        check_scalar_bounds(e, args, in);
+      } catch (...) {
+        Py_XDECREF(res);
+        throw;
+      }
+    }
+    return res;
+  }
+
+  void check_scalar_bounds(const Entry& e, PyObject* args, std::span<const Array> in) const {
+    for (const Entry::ScalarBound& b : e.scalar_bounds) {
+      if (b.inputs.size() != in.size()) continue;
+      bool same = true;
+      for (size_t i = 0; i < in.size() && same; ++i) same = b.inputs[i] == in[i].dtype();
+      if (!same) continue;
+      PyObject* obj = PyTuple_GET_ITEM(args, static_cast<Py_ssize_t>(b.arg));
+      if (!PyLong_Check(obj) || PyBool_Check(obj)) continue;  // a float or bool this call
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+      if (!overflow && v >= b.lo && v <= b.hi) continue;
+      const std::string text = nb::cast<std::string>(nb::str(nb::handle(obj)));
+      const std::string msg = what(b.arg) + ": Python integer " + text + " out of bounds for " +
+                              b.dtype + " (the dtype it takes beside an " + b.dtype +
+                              " tensor, as in numpy)";
+      PyErr_SetString(PyExc_OverflowError, msg.c_str());
+      throw nb::python_error();
+    }
   }
 
   // Runs one call of `e`; inputs are views (valid while the caller holds its arguments).
@@ -325,6 +373,20 @@ class JitFunction {
       clear_trace_loc();
       auto pair = nb::cast<nb::tuple>(res);
       e.single_output = nb::cast<bool>(pair[0]);
+      for (nb::handle note : nb::cast<nb::list>(pair[2])) {
+        auto t = nb::cast<nb::tuple>(note);
+        Entry::ScalarBound b{nb::cast<size_t>(t[0]), nb::cast<int64_t>(t[1]),
+                             nb::cast<int64_t>(t[2]), nb::cast<std::string>(t[3]), {}};
+        for (const Tensor& in : inputs) b.inputs.push_back(in.dtype());
+        auto same = std::find_if(
+            e.scalar_bounds.begin(), e.scalar_bounds.end(),
+            [&](const Entry::ScalarBound& o) { return o.arg == b.arg && o.inputs == b.inputs; });
+        if (same == e.scalar_bounds.end()) {
+          e.scalar_bounds.push_back(std::move(b));
+        } else if (b.lo >= same->lo && b.hi <= same->hi) {
+          *same = std::move(b);
+        }
+      }
       return nb::cast<std::vector<Tensor>>(pair[1]);
     } catch (nb::python_error& err) {
       clear_trace_loc();
@@ -365,7 +427,7 @@ class JitFunction {
   // Static arguments, or more than kInlineArgs arguments.
   PyObject* call_general(PyObject* args) {
     Prepared p = prepare_tuple(nb::borrow<nb::tuple>(args));
-    return run(*p.entry, p.inputs, p.in_bytes);
+    return run_bounded(*p.entry, args, p.inputs, p.in_bytes);
   }
 
   nb::object bind_keywords(PyObject* args, PyObject* kwargs) {

@@ -260,6 +260,34 @@ def test_python_scalars_do_not_recompile():
 
 
 @pytest.mark.llvm
+@pytest.mark.llvm
+def test_python_int_arguments_out_of_a_narrow_dtype_raise_as_in_numpy():
+    # numpy: int8_array + 300 raises OverflowError (NEP 50); the value is an argument, known only
+    # at the call, and the cast to int8 is in the graph: it wrapped (300 became 44).
+    f = kiln.jit(lambda x, s: x + s)
+    x = np.arange(4, dtype=np.int8)
+    np.testing.assert_array_equal(f(x, 100), x + 100)
+    with pytest.raises(OverflowError, match=r"argument 1 \('s'\).*300 out of bounds for int8"):
+        f(x, 300)  # known bound: raised before the call
+    np.testing.assert_array_equal(f(x, -128), x + np.int8(-128))
+    with pytest.raises(OverflowError, match=r"-129 out of bounds for int8"):
+        kiln.jit(lambda x, s: x * s)(x, -129)  # the first call, the one that traces
+    # A value used beside int32 and int8: the narrower bound holds (and a static argument takes
+    # the other call path).
+    g = kiln.jit(lambda y, x, s, k: (y - s + k, x + s), static_argnums=(3,))
+    y = np.arange(4, dtype=np.int32)
+    with pytest.raises(OverflowError, match=r"1000 out of bounds for int8"):
+        g(y, x, 1000, 0)
+    np.testing.assert_array_equal(g(y, x, 7, 1)[0], y - 6)
+    # Where numpy converts: a float tensor, a float or bool argument, an int64 tensor.
+    np.testing.assert_array_equal(f(np.ones(2, np.float32), 300), np.full(2, 301, np.float32))
+    np.testing.assert_array_equal(f(x, 2.5), x + 2.5)
+    np.testing.assert_array_equal(f(x, True), x + np.int8(1))
+    big = 2**40
+    np.testing.assert_array_equal(f(np.arange(3), big), np.arange(3) + big)
+    assert f.stats()["compiles"] >= 1
+
+
 def test_wrong_calls_raise_and_function_stays_usable():
     f = kiln.jit(lambda x: x + 1)
     x = np.zeros(3, np.float32)
