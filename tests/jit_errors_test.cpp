@@ -211,6 +211,33 @@ TEST_CASE("jit errors: wrong number of arguments is a kiln::Error",
                           {.label = "after arity errors", .function = &f});
 }
 
+TEST_CASE("jit errors: dynamic dims an argument does not have are a ShapeError at the call",
+          "[jit][errors]" KILN_NEEDS_LLVM) {
+  Rng rng(8);
+  std::vector<TestArray> keep;
+  Array x = f32_array({4, 3}, rng, keep);
+  for (int d : {2, -3, 7}) {
+    kiln::Options o;
+    o.dynamic = kiln::DynamicMode::per_arg;
+    o.dynamic_dims = {{1, {0}}, {0, {1, d}}};
+    kiln::Function f = kiln::jit([](Tensor a, Tensor b) { return a + b; }, o);
+    expect_error<kiln::ShapeError>(
+        f, {x, x}, {"input 0 has 2 dims, so its dim " + std::to_string(d) + " does not exist"});
+  }
+  kiln::Options o;
+  o.dynamic = kiln::DynamicMode::per_arg;
+  o.dynamic_dims = {{0, {-2, 1}}};  // both dims, one counted from the end
+  kiln::Function f = kiln::jit([](Tensor a) { return a * 2.0; }, o);
+  check_against_reference([](Tensor a) { return a * 2.0; }, {keep[0]},
+                          {.label = "dims -2 and 1", .function = &f});
+}
+
+TEST_CASE("jit errors: set_num_threads outside 1..kMaxThreads is a kiln::Error", "[jit][errors]") {
+  CHECK_THROWS_WITH(kiln::set_num_threads(0), Contains("expected 1 <= n <= 1024, got 0"));
+  CHECK_THROWS_AS(kiln::set_num_threads(-3), kiln::Error);
+  CHECK_THROWS_WITH(kiln::set_num_threads(kiln::kMaxThreads + 1), Contains("got 1025"));
+}
+
 TEST_CASE("jit errors: a device kiln cannot compile for is a DeviceError, a malformed one an Error",
           "[jit][errors]") {
   Rng rng(9);

@@ -39,6 +39,8 @@ DeviceInfo device_info();
 
 // Everything kiln detects about this machine, as readable lines (what `kiln doctor` prints).
 std::string doctor_report();
+// Sets the size of kiln's intra-op thread pool: 1 to kMaxThreads, else kiln::Error.
+inline constexpr int kMaxThreads = 1024;
 void set_num_threads(int n);
 std::string cache_dir();
 void clear_cache();

@@ -7,6 +7,8 @@
 
 See API.md for the public names."""
 
+import numpy as _np
+
 from . import _kiln
 from ._dtypes import bfloat16, bool_, float16, float32, float64, int8, int32, int64
 from ._jit import JitFunction, jit
@@ -69,8 +71,15 @@ def device_info() -> dict:
     return _kiln.device_info()
 
 
+_MAX_THREADS = 1024  # kiln::kMaxThreads
+
+
 def set_num_threads(n: int) -> None:
-    """Sets the size of kiln's intra-op thread pool."""
+    """Sets the size of kiln's intra-op thread pool (1 to 1024 threads)."""
+    if not isinstance(n, (int, _np.integer)) or isinstance(n, (bool, _np.bool_)):
+        raise TypeError(f"set_num_threads: expected an int, got {n!r}")
+    if not 1 <= n <= _MAX_THREADS:
+        raise ValueError(f"set_num_threads: expected 1 <= n <= {_MAX_THREADS}, got {n}")
     _kiln.set_num_threads(int(n))
 
 

@@ -4,6 +4,8 @@ everything to the C++ JitFunction, whose __call__ is the whole per-call path."""
 import functools
 import inspect as _inspect
 
+import numpy as np
+
 from . import _kiln
 from ._trace import run_trace
 
@@ -63,7 +65,17 @@ def _bind_arguments(fn, args, kwargs):
     return tuple(out)
 
 
-def _dynamic(dynamic, names):
+def _is_index(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _int32(v, what):
+    if not -(2**31) <= v < 2**31:
+        raise ValueError(f"kiln.jit: {what} is {v}, out of range")
+    return v
+
+
+def _dynamic(dynamic, names, max_args):
     if dynamic == "auto" or dynamic is None:
         return _AUTO, {}
     if dynamic is False:
@@ -77,9 +89,18 @@ def _dynamic(dynamic, names):
                 if k not in names:
                     raise ValueError(f"kiln.jit: dynamic names argument '{k}', which the function does not have")
                 k = names.index(k)
-            elif not isinstance(k, int):
+            elif not _is_index(k):
                 raise TypeError(f"kiln.jit: dynamic keys are argument names or indices, got {k!r}")
-            dims[k] = [int(d) for d in ([v] if isinstance(v, int) else v)]
+            elif max_args >= 0 and not -max_args <= k < max_args:
+                raise ValueError(f"kiln.jit: dynamic names argument {k}, but the function takes {max_args} arguments")
+            ds = [v] if _is_index(v) else v
+            try:
+                ds = list(ds)
+            except TypeError:
+                ds = [None]
+            if not all(_is_index(d) for d in ds):
+                raise TypeError(f"kiln.jit: dynamic[{k!r}] is a dim index or a list of them, got {v!r}")
+            dims[k] = [_int32(int(d), f"dynamic[{k!r}]") for d in ds]
         return _PER_ARG, dims
     raise ValueError(f'kiln.jit: dynamic must be "auto", False, True or a dict, got {dynamic!r}')
 
@@ -103,16 +124,24 @@ def jit(fn=None, *, dynamic="auto", device="cpu", static_argnums=(), cache=True,
                                  cache=cache, max_variants=max_variants)
     if not callable(fn):
         raise TypeError(f"kiln.jit: expected a function, got {type(fn).__name__}")
-    if isinstance(static_argnums, int):
+    if _is_index(static_argnums):
         static_argnums = (static_argnums,)
-    static_argnums = [int(i) for i in static_argnums]
+    try:
+        static_argnums = list(static_argnums)
+    except TypeError:
+        static_argnums = [static_argnums]
+    if not all(_is_index(i) for i in static_argnums):
+        raise TypeError(f"kiln.jit: static_argnums holds argument indices (ints), got {static_argnums!r}")
+    static_argnums = [_int32(int(i), "static_argnums") for i in static_argnums]
+    if not _is_index(max_variants) or not 0 <= max_variants < 2**31:
+        raise ValueError(f"kiln.jit: max_variants is a count from 1 (0: kiln's default), got {max_variants!r}")
     min_args, max_args, names = _signature_info(fn)
     for i in static_argnums:
         if max_args >= 0 and not -max_args <= i < max_args:
             raise ValueError(f"kiln.jit: static_argnums has {i}, but the function takes {max_args} arguments")
     if max_args >= 0:
         static_argnums = [i % max_args if max_args else i for i in static_argnums]
-    mode, dims = _dynamic(dynamic, names)
+    mode, dims = _dynamic(dynamic, names, max_args)
     name = getattr(fn, "__name__", "fn")
     jf = JitFunction(fn, run_trace, mode, dims, _device(device), static_argnums, bool(cache), min_args,
                      max_args, names, name, int(max_variants))

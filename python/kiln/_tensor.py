@@ -95,9 +95,9 @@ def _parse_shape_names(shape_str, ndim):
 def _constant(value) -> "Tensor":
     """A numpy array (or numpy scalar) as a constant of the trace (strongly typed)."""
     arr = np.asarray(value)
-    name = _dtypes.name_of(arr.dtype)
-    if not arr.dtype.isnative:
+    if not arr.dtype.isnative:  # before its name: '>f4' is float32 once in this machine's order
         arr = arr.astype(arr.dtype.newbyteorder("="))
+    name = _dtypes.name_of(arr.dtype)
     arr = np.ascontiguousarray(arr)
     return Tensor(_call(_ops.constant, arr.tobytes(), list(arr.shape), name))
 
@@ -225,7 +225,10 @@ def _shape_arg(shape):
         shape = shape[0]
     out = []
     for d in shape:
-        out.append(-1 if isinstance(d, SymbolicDim) else operator.index(d))
+        v = -1 if isinstance(d, SymbolicDim) else operator.index(d)
+        if not -(2**63) <= v < 2**63:
+            raise _kiln.ShapeError(f"shape {tuple(shape)}: dim {v} does not fit in int64")
+        out.append(v)
     return out
 
 

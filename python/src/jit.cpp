@@ -375,8 +375,11 @@ class JitFunction {
       e.single_output = nb::cast<bool>(pair[0]);
       for (nb::handle note : nb::cast<nb::list>(pair[2])) {
         auto t = nb::cast<nb::tuple>(note);
-        Entry::ScalarBound b{nb::cast<size_t>(t[0]), nb::cast<int64_t>(t[1]),
-                             nb::cast<int64_t>(t[2]), nb::cast<std::string>(t[3]), {}};
+        Entry::ScalarBound b{nb::cast<size_t>(t[0]),
+                             nb::cast<int64_t>(t[1]),
+                             nb::cast<int64_t>(t[2]),
+                             nb::cast<std::string>(t[3]),
+                             {}};
         for (const Tensor& in : inputs) b.inputs.push_back(in.dtype());
         auto same = std::find_if(
             e.scalar_bounds.begin(), e.scalar_bounds.end(),

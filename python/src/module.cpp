@@ -110,8 +110,10 @@ NB_MODULE(_kiln, m) {
   m.def("device_info", &device_info);
   m.def("doctor_report", [] { return kiln::doctor_report(); });
   m.def("set_num_threads", [](int n) {
-    if (n < 1)
-      throw nb::value_error(("set_num_threads: expected n >= 1, got " + std::to_string(n)).c_str());
+    if (n < 1 || n > kiln::kMaxThreads)
+      throw nb::value_error(("set_num_threads: expected 1 <= n <= " +
+                             std::to_string(kiln::kMaxThreads) + ", got " + std::to_string(n))
+                                .c_str());
     kiln::set_num_threads(n);
   });
 }

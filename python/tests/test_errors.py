@@ -208,3 +208,42 @@ def test_a_tensor_kept_from_another_trace_is_an_error():
         with pytest.raises(kiln.CompileError, match="another trace"):
             kiln.jit(lambda y: y + saved[0])(arg)
     np.testing.assert_array_equal(f(a), a + 1)  # f itself is unaffected
+
+
+def test_options_and_arguments_out_of_range_name_what_is_wrong():
+    # They were taken in silence (static_argnums=(1.9,) as 1; dynamic dims past the rank, or for
+    # an argument the function lacks, ignored) or failed in nanobind's "incompatible function
+    # arguments" (ints past int64).
+    with pytest.raises(TypeError, match="static_argnums holds argument indices"):
+        kiln.jit(lambda x, s: x, static_argnums=(1.9,))
+    with pytest.raises(ValueError, match="static_argnums is 1099511627776, out of range"):
+        kiln.jit(lambda *xs: xs[0], static_argnums=(2**40,))
+    with pytest.raises(ValueError, match="dynamic names argument 3, but the function takes 1"):
+        kiln.jit(lambda x: x, dynamic={3: [0]})
+    with pytest.raises(TypeError, match=r"dynamic\[0\] is a dim index or a list of them"):
+        kiln.jit(lambda x: x, dynamic={0: [0.5]})
+    with pytest.raises(ValueError, match="max_variants is a count"):
+        kiln.jit(lambda x: x, max_variants=2**70)
+    with pytest.raises(ValueError, match="max_variants is a count"):
+        kiln.jit(lambda x: x, max_variants=-1)
+    with pytest.raises(TypeError, match="set_num_threads: expected an int"):
+        kiln.set_num_threads(1.5)
+    with pytest.raises(ValueError, match=r"expected 1 <= n <= 1024, got 2000"):
+        kiln.set_num_threads(2000)
+    with pytest.raises(ValueError, match=r"expected 1 <= n <= 1024"):
+        kiln.set_num_threads(2**70)
+
+
+@pytest.mark.llvm
+def test_dims_and_constants_the_call_meets():
+    x = np.ones((2, 3), np.float32)
+    # A dim the argument does not have: a ShapeError at the call that meets it.
+    for d in (2, -3):
+        with pytest.raises(kiln.ShapeError, match=rf"input 0 has 2 dims, so its dim {d} does not"):
+            kiln.jit(lambda a: a * 2, dynamic={0: [d]})(x)
+    np.testing.assert_array_equal(kiln.jit(lambda a: a * 2, dynamic={0: [-1]})(x), x * 2)
+    with pytest.raises(kiln.ShapeError, match="does not fit in int64"):
+        kiln.jit(lambda a: a.reshape(2**70, 1))(x)
+    # A captured big-endian constant is taken as its value (a big-endian input already was).
+    be = np.arange(6, dtype=">f4").reshape(2, 3)
+    np.testing.assert_array_equal(kiln.jit(lambda a: a + be)(x), x + be)

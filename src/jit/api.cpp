@@ -116,7 +116,9 @@ std::string doctor_report() {
 }
 
 void set_num_threads(int n) {
-  if (n < 1) throw Error("set_num_threads: expected n >= 1, got " + std::to_string(n));
+  if (n < 1 || n > kMaxThreads)
+    throw Error("set_num_threads: expected 1 <= n <= " + std::to_string(kMaxThreads) + ", got " +
+                std::to_string(n));
   ThreadPool::global().set_num_threads(n);
 }
 

@@ -1,5 +1,7 @@
 #include "jit/shape_policy.h"
 
+#include <kiln/errors.h>
+
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -36,6 +38,17 @@ bool ShapePolicy::wants_symbol(size_t arg, size_t dim, const DimState& st) const
 
 ShapePolicy::Decision ShapePolicy::decide(std::span<const Array> args, bool most_general) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (options_.dynamic == DynamicMode::per_arg) {
+    for (const auto& [arg, dims] : options_.dynamic_dims) {
+      if (arg < 0 || static_cast<size_t>(arg) >= args.size()) continue;
+      const int rank = static_cast<int>(args[arg].shape().size());
+      for (int d : dims)
+        if (d >= rank || d < -rank)
+          throw ShapeError("dynamic dims: input " + std::to_string(arg) + " has " +
+                           std::to_string(rank) + " dims, so its dim " + std::to_string(d) +
+                           " does not exist (dims count from 0, or from -1 at the end)");
+    }
+  }
   Decision out;
   VariantGuard& g = out.guard;
   g.args.resize(args.size());
