@@ -44,8 +44,9 @@ inline HostTensor random_tensor(const Node& input, std::mt19937& rng) {
   return t;
 }
 
-// interpret(before) == interpret(after) on a few random inputs (NaN matches NaN).
-inline void check_same_semantics(const Graph& before, const Graph& after) {
+// interpret(before) == interpret(after) on a few random inputs (NaN matches NaN), to `tol`
+// relative and absolute.
+inline void check_same_semantics(const Graph& before, const Graph& after, double tol = 1e-12) {
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 3; ++trial) {
     std::vector<HostTensor> inputs;
@@ -61,7 +62,7 @@ inline void check_same_semantics(const Graph& before, const Graph& after) {
         if (std::isnan(w)) {
           CHECK(std::isnan(g));
         } else {
-          CHECK(g == Approx(w).epsilon(1e-12).margin(1e-12));
+          CHECK(g == Approx(w).epsilon(tol).margin(tol));
         }
       }
     }

@@ -147,7 +147,7 @@ TEST_CASE("jit reductions: the columns kernel with middle axes, chained reductio
 
 TEST_CASE("jit reductions: a group of many reductions takes narrower column tiles",
           "[jit][reduce]" KILN_NEEDS_LLVM) {
-  // 24 reductions in one group: 24 * 24 bytes a column leaves room for tiles of 455 columns of
+  // 24 reductions in one group: 24 * 24 bytes a column leaves room for tiles of 227 columns of
   // the 1200 (several tiles a row), where one reduction alone would take 4096.
   Rng rng(9400);
   TestArray a = make_array(rng, {21, 1200}, DType::f32, Layout::strided);

@@ -69,10 +69,20 @@ def _is_index(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-def _int32(v, what):
-    if not -(2**31) <= v < 2**31:
-        raise ValueError(f"kiln.jit: {what} is {v}, out of range")
-    return v
+def _index_list(v, what, expected):
+    """One index or an iterable of them as a list of ints that fit in an int32, else TypeError or
+    ValueError naming `what`."""
+    items = [v] if _is_index(v) else v
+    try:
+        items = list(items)
+    except TypeError:
+        items = [None]
+    if not all(_is_index(i) for i in items):
+        raise TypeError(f"kiln.jit: {what} is {expected}, got {v!r}")
+    for i in items:
+        if not -(2**31) <= i < 2**31:
+            raise ValueError(f"kiln.jit: {what} holds {i}, out of range")
+    return [int(i) for i in items]
 
 
 def _dynamic(dynamic, names, max_args):
@@ -93,14 +103,7 @@ def _dynamic(dynamic, names, max_args):
                 raise TypeError(f"kiln.jit: dynamic keys are argument names or indices, got {k!r}")
             elif max_args >= 0 and not -max_args <= k < max_args:
                 raise ValueError(f"kiln.jit: dynamic names argument {k}, but the function takes {max_args} arguments")
-            ds = [v] if _is_index(v) else v
-            try:
-                ds = list(ds)
-            except TypeError:
-                ds = [None]
-            if not all(_is_index(d) for d in ds):
-                raise TypeError(f"kiln.jit: dynamic[{k!r}] is a dim index or a list of them, got {v!r}")
-            dims[k] = [_int32(int(d), f"dynamic[{k!r}]") for d in ds]
+            dims[k] = _index_list(v, f"dynamic[{k!r}]", "a dim index or a list of them")
         return _PER_ARG, dims
     raise ValueError(f'kiln.jit: dynamic must be "auto", False, True or a dict, got {dynamic!r}')
 
@@ -124,15 +127,7 @@ def jit(fn=None, *, dynamic="auto", device="cpu", static_argnums=(), cache=True,
                                  cache=cache, max_variants=max_variants)
     if not callable(fn):
         raise TypeError(f"kiln.jit: expected a function, got {type(fn).__name__}")
-    if _is_index(static_argnums):
-        static_argnums = (static_argnums,)
-    try:
-        static_argnums = list(static_argnums)
-    except TypeError:
-        static_argnums = [static_argnums]
-    if not all(_is_index(i) for i in static_argnums):
-        raise TypeError(f"kiln.jit: static_argnums holds argument indices (ints), got {static_argnums!r}")
-    static_argnums = [_int32(int(i), "static_argnums") for i in static_argnums]
+    static_argnums = _index_list(static_argnums, "static_argnums", "an argument index or a list of them")
     if not _is_index(max_variants) or not 0 <= max_variants < 2**31:
         raise ValueError(f"kiln.jit: max_variants is a count from 1 (0: kiln's default), got {max_variants!r}")
     min_args, max_args, names = _signature_info(fn)

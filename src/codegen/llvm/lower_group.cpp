@@ -352,33 +352,38 @@ void Emitter::emit_elementwise() {
     return;
   }
   ir::Shape outer_dims(dims.begin(), dims.end() - 1);
-  // while (lin < end): one (partial) row at a time, the inner loop over the last dim.
+  Value* lastv = dimv(dims.back());
+  row_pieces(lastv, 0, [&](Value*, Value* row, Value* col0, Value* ncol) {
+    Idx outer = outer_dims.empty() ? Idx{} : delinearize(row, outer_dims);
+    Value* base = b_.CreateMul(row, lastv);
+    loop(col0, b_.CreateAdd(col0, ncol), {}, [&](Value* col, const std::vector<Value*>&) {
+      Idx idx = outer;
+      idx.push_back(col);
+      store_out(emit(g_.root.get(), idx), b_.CreateAdd(base, col));
+      return std::vector<Value*>{};
+    });
+  });
+}
+
+void Emitter::row_pieces(Value* width, int64_t cap,
+                         const std::function<void(Value*, Value*, Value*, Value*)>& body) {
   llvm::BasicBlock* pre = b_.GetInsertBlock();
-  auto* header = llvm::BasicBlock::Create(ctx_, "rows", fn_);
-  auto* body = llvm::BasicBlock::Create(ctx_, "row", fn_);
-  auto* exit = llvm::BasicBlock::Create(ctx_, "done", fn_);
+  auto* header = llvm::BasicBlock::Create(ctx_, "pieces", fn_);
+  auto* piece = llvm::BasicBlock::Create(ctx_, "piece", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "pieces_done", fn_);
   b_.CreateBr(header);
   b_.SetInsertPoint(header);
   llvm::PHINode* lin = b_.CreatePHI(b_.getInt64Ty(), 2);
   lin->addIncoming(begin_, pre);
-  b_.CreateCondBr(b_.CreateICmpSLT(lin, end_), body, exit);
-  b_.SetInsertPoint(body);
-  Value* lastv = dimv(dims.back());
-  Value* row = b_.CreateUDiv(lin, lastv);
-  Value* col0 = b_.CreateURem(lin, lastv);
-  Value* room = b_.CreateSub(lastv, col0);
-  Value* left = b_.CreateSub(end_, lin);
-  Value* ncol = b_.CreateSelect(b_.CreateICmpSLT(room, left), room, left);
-  Idx outer = outer_dims.empty() ? Idx{} : delinearize(row, outer_dims);
-  Value* base = b_.CreateMul(row, lastv);
-  loop(col0, b_.CreateAdd(col0, ncol), {}, [&](Value* col, const std::vector<Value*>&) {
-    Idx idx = outer;
-    idx.push_back(col);
-    store_out(emit(g_.root.get(), idx), b_.CreateAdd(base, col));
-    return std::vector<Value*>{};
-  });
-  Value* next = b_.CreateAdd(lin, ncol);
-  lin->addIncoming(next, b_.GetInsertBlock());
+  b_.CreateCondBr(b_.CreateICmpSLT(lin, end_), piece, exit);
+  b_.SetInsertPoint(piece);
+  Value* row = b_.CreateUDiv(lin, width);
+  Value* col0 = b_.CreateURem(lin, width);
+  auto min = [&](Value* a, Value* c) { return b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c); };
+  Value* n = min(b_.CreateSub(width, col0), b_.CreateSub(end_, lin));
+  if (cap > 0) n = min(n, b_.getInt64(cap));
+  body(lin, row, col0, n);
+  lin->addIncoming(b_.CreateAdd(lin, n, "", true, true), b_.GetInsertBlock());
   b_.CreateBr(header);
   b_.SetInsertPoint(exit);
 }

@@ -53,6 +53,11 @@ class Emitter {
       const std::vector<int64_t>& axes, const ir::Shape& dims, Idx& idx,
       std::vector<Value*> carried,
       const std::function<std::vector<Value*>(const std::vector<Value*>&)>& body, size_t level = 0);
+  // while (lin < end): body(lin, row, col0, n) for the next piece of a row of `width` columns, n
+  // columns from col0 (to the row's end, `end` or `cap` columns, whichever comes first; cap 0:
+  // no cap).
+  void row_pieces(Value* width, int64_t cap,
+                  const std::function<void(Value*, Value*, Value*, Value*)>& body);
   // Splits a linear index over `dims` (row-major) into per-dim indices.
   Idx delinearize(Value* lin, const ir::Shape& dims);
   Value* linearize(const Idx& idx, const ir::Shape& dims);

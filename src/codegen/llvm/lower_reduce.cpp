@@ -22,7 +22,7 @@ constexpr int64_t kSumBlock = 512;
 // reductions that their tiles would pass kColumnStackBytes), and the shortest kept last axis
 // walked so.
 constexpr int64_t kColumnTile = 4096;
-constexpr int64_t kColumnStackBytes = 256 * 1024;
+constexpr int64_t kColumnStackBytes = 128 * 1024;
 // Steps of the innermost reduced axis a columns kernel sums in float32 before they join the
 // double accumulators.
 constexpr int64_t kColumnSumBlock = 16;
@@ -208,141 +208,127 @@ void Emitter::emit_reduce_columns() {
     reduce_value_.clear();
     for (size_t r = 0; r < upto; ++r) reduce_value_[reds[r]] = load_slot(fins[r], j);
   };
-  Value* width = dimv(dims[last]);
-  // while (o < end): one tile of consecutive outputs along the last axis at a time.
-  llvm::BasicBlock* pre = b_.GetInsertBlock();
-  auto* header = llvm::BasicBlock::Create(ctx_, "tiles", fn_);
-  auto* body = llvm::BasicBlock::Create(ctx_, "tile", fn_);
-  auto* exit = llvm::BasicBlock::Create(ctx_, "tiles_done", fn_);
-  b_.CreateBr(header);
-  b_.SetInsertPoint(header);
-  llvm::PHINode* o = b_.CreatePHI(b_.getInt64Ty(), 2);
-  o->addIncoming(begin_, pre);
-  b_.CreateCondBr(b_.CreateICmpSLT(o, end_), body, exit);
-  b_.SetInsertPoint(body);
-  Value* row = b_.CreateUDiv(o, width);
-  c0 = b_.CreateURem(o, width);
-  auto min = [&](Value* a, Value* c) { return b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c); };
-  Value* len = min(min(b_.CreateSub(width, c0), b_.CreateSub(end_, o)), b_.getInt64(tile));
-  outer_idx_.assign(dims.size(), nullptr);
-  if (!prefix_dims.empty()) {
-    Idx kept = delinearize(row, prefix_dims);
-    for (size_t k = 0; k < prefix_axes.size(); ++k) outer_idx_[prefix_axes[k]] = kept[k];
-  }
-  const Idx tile_idx = outer_idx_;
-  Value* zero = b_.getInt64(0);
-  for (size_t r = 0; r < reds.size(); ++r) {
-    const Node& n = *reds[r];
-    Idx idx = tile_idx;
-    const Node* input = n.inputs[0].get();
-    const int64_t inner = axes.empty() ? -1 : axes.back();
-    // One step of the reduction for the tile: into[j] (op)= the input at column c0 + j and at
-    // `rows` of the innermost reduced axis (combined pairwise first; none when nothing is reduced).
-    auto step = [&](llvm::AllocaInst* into, bool partial, const std::vector<Value*>& rows) {
+  // One tile of consecutive outputs along the last axis at a time: o the first, len of them.
+  row_pieces(dimv(dims[last]), tile, [&](Value* o, Value* row, Value* first, Value* len) {
+    c0 = first;
+    outer_idx_.assign(dims.size(), nullptr);
+    if (!prefix_dims.empty()) {
+      Idx kept = delinearize(row, prefix_dims);
+      for (size_t k = 0; k < prefix_axes.size(); ++k) outer_idx_[prefix_axes[k]] = kept[k];
+    }
+    const Idx tile_idx = outer_idx_;
+    Value* zero = b_.getInt64(0);
+    for (size_t r = 0; r < reds.size(); ++r) {
+      const Node& n = *reds[r];
+      Idx idx = tile_idx;
+      const Node* input = n.inputs[0].get();
+      const int64_t inner = axes.empty() ? -1 : axes.back();
+      // One step of the reduction for the tile: into[j] (op)= the input at column c0 + j and at
+      // `rows` of the innermost reduced axis (combined pairwise first; none when nothing is
+      // reduced).
+      auto step = [&](llvm::AllocaInst* into, bool partial, const std::vector<Value*>& rows) {
+        loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+          enter_column(j, idx, r);
+          std::vector<Value*> xs;
+          if (rows.empty()) xs.push_back(emit(input, idx));
+          for (Value* row : rows) {
+            idx[inner] = row;
+            xs.push_back(emit(input, idx));
+          }
+          for (size_t width = xs.size(); width > 1; width = (width + 1) / 2)
+            for (size_t i = 0; 2 * i + 1 < width; ++i)
+              xs[i] = reduce_combine(b_, n.op, n.dtype, xs[2 * i], xs[2 * i + 1]);
+          Value* old = load_slot(into, j);
+          b_.CreateStore(partial ? reduce_combine(b_, n.op, n.dtype, old, xs[0])
+                                 : accumulate(b_, n.op, n.dtype, old, xs[0]),
+                         slot(into, j));
+          return std::vector<Value*>{};
+        });
+      };
+      // The steps over [lo, hi) of the innermost reduced axis: kColumnRows rows at a time (their
+      // loads are that many streams), then one.
+      auto steps = [&](Value* lo, Value* hi, llvm::AllocaInst* into, bool partial) {
+        Value* groups = b_.CreateUDiv(b_.CreateSub(hi, lo), b_.getInt64(kColumnRows));
+        loop(zero, groups, {}, [&](Value* q, const std::vector<Value*>&) {
+          Value* first = b_.CreateAdd(lo, mul_nsw(q, b_.getInt64(kColumnRows)));
+          std::vector<Value*> rows;
+          for (int64_t u = 0; u < kColumnRows; ++u)
+            rows.push_back(b_.CreateAdd(first, b_.getInt64(u)));
+          step(into, partial, rows);
+          return std::vector<Value*>{};
+        });
+        Value* rest = b_.CreateAdd(lo, mul_nsw(groups, b_.getInt64(kColumnRows)));
+        loop(rest, hi, {}, [&](Value* iv, const std::vector<Value*>&) {
+          step(into, partial, {iv});
+          return std::vector<Value*>{};
+        });
+      };
+      auto fill = [&](llvm::AllocaInst* a, Value* v) {
+        loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+          b_.CreateStore(v, slot(a, j));
+          return std::vector<Value*>{};
+        });
+      };
+      fill(accs[r], accumulator_init(b_, n.op, n.dtype));
+      const std::vector<int64_t> outer(axes.begin(), axes.end() - (axes.empty() ? 0 : 1));
+      const bool blocked = accs[r]->getAllocatedType() != fins[r]->getAllocatedType();
+      if (axes.empty()) {
+        step(accs[r], false, {});
+      } else if (!blocked) {
+        loop_nest(outer, dims, idx, {}, [&](const std::vector<Value*>&) {
+          steps(zero, dimv(dims[inner]), accs[r], false);
+          return std::vector<Value*>{};
+        });
+      } else {
+        // Float sums: kColumnSumBlock steps of the innermost reduced axis in the compute type, then
+        // their partial sums join the double accumulators.
+        loop_nest(outer, dims, idx, {}, [&](const std::vector<Value*>&) {
+          return block_loop(dimv(dims[inner]), kColumnSumBlock, {},
+                            [&](Value* lo, Value* hi, const std::vector<Value*>&) {
+                              fill(parts[r], reduce_init(b_, n.op, n.dtype));
+                              steps(lo, hi, parts[r], true);
+                              loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+                                Value* sum = accumulate(b_, n.op, n.dtype, load_slot(accs[r], j),
+                                                        load_slot(parts[r], j));
+                                b_.CreateStore(sum, slot(accs[r], j));
+                                return std::vector<Value*>{};
+                              });
+                              return std::vector<Value*>{};
+                            });
+        });
+      }
       loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
-        enter_column(j, idx, r);
-        std::vector<Value*> xs;
-        if (rows.empty()) xs.push_back(emit(input, idx));
-        for (Value* row : rows) {
-          idx[inner] = row;
-          xs.push_back(emit(input, idx));
+        b_.CreateStore(finish_reduce(n, load_slot(accs[r], j)), slot(fins[r], j));
+        return std::vector<Value*>{};
+      });
+    }
+    if (g_.root_is_outer) {
+      const bool keepdims = g_.root->shape.size() == dims.size();
+      loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+        Idx idx = tile_idx;
+        enter_column(j, idx, reds.size());
+        Idx ridx;
+        for (size_t i = 0; i < dims.size(); ++i) {
+          if (!is_reduced(axes, i))
+            ridx.push_back(idx[i]);
+          else if (keepdims)
+            ridx.push_back(zero);
         }
-        for (size_t width = xs.size(); width > 1; width = (width + 1) / 2)
-          for (size_t i = 0; 2 * i + 1 < width; ++i)
-            xs[i] = reduce_combine(b_, n.op, n.dtype, xs[2 * i], xs[2 * i + 1]);
-        Value* old = load_slot(into, j);
-        b_.CreateStore(partial ? reduce_combine(b_, n.op, n.dtype, old, xs[0])
-                               : accumulate(b_, n.op, n.dtype, old, xs[0]),
-                       slot(into, j));
-        return std::vector<Value*>{};
-      });
-    };
-    // The steps over [lo, hi) of the innermost reduced axis: kColumnRows rows at a time (their
-    // loads are that many streams), then one.
-    auto steps = [&](Value* lo, Value* hi, llvm::AllocaInst* into, bool partial) {
-      Value* groups = b_.CreateUDiv(b_.CreateSub(hi, lo), b_.getInt64(kColumnRows));
-      loop(zero, groups, {}, [&](Value* q, const std::vector<Value*>&) {
-        Value* first = b_.CreateAdd(lo, mul_nsw(q, b_.getInt64(kColumnRows)));
-        std::vector<Value*> rows;
-        for (int64_t u = 0; u < kColumnRows; ++u)
-          rows.push_back(b_.CreateAdd(first, b_.getInt64(u)));
-        step(into, partial, rows);
-        return std::vector<Value*>{};
-      });
-      Value* rest = b_.CreateAdd(lo, mul_nsw(groups, b_.getInt64(kColumnRows)));
-      loop(rest, hi, {}, [&](Value* iv, const std::vector<Value*>&) {
-        step(into, partial, {iv});
-        return std::vector<Value*>{};
-      });
-    };
-    auto fill = [&](llvm::AllocaInst* a, Value* v) {
-      loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
-        b_.CreateStore(v, slot(a, j));
-        return std::vector<Value*>{};
-      });
-    };
-    fill(accs[r], accumulator_init(b_, n.op, n.dtype));
-    const std::vector<int64_t> outer(axes.begin(), axes.end() - (axes.empty() ? 0 : 1));
-    const bool blocked = accs[r]->getAllocatedType() != fins[r]->getAllocatedType();
-    if (axes.empty()) {
-      step(accs[r], false, {});
-    } else if (!blocked) {
-      loop_nest(outer, dims, idx, {}, [&](const std::vector<Value*>&) {
-        steps(zero, dimv(dims[inner]), accs[r], false);
+        store_out(emit(g_.root.get(), ridx), b_.CreateAdd(o, j, "", true, true));
         return std::vector<Value*>{};
       });
     } else {
-      // Float sums: kColumnSumBlock steps of the innermost reduced axis in the compute type, then
-      // their partial sums join the double accumulators.
-      loop_nest(outer, dims, idx, {}, [&](const std::vector<Value*>&) {
-        return block_loop(dimv(dims[inner]), kColumnSumBlock, {},
-                          [&](Value* lo, Value* hi, const std::vector<Value*>&) {
-                            fill(parts[r], reduce_init(b_, n.op, n.dtype));
-                            steps(lo, hi, parts[r], true);
-                            loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
-                              Value* sum = accumulate(b_, n.op, n.dtype, load_slot(accs[r], j),
-                                                      load_slot(parts[r], j));
-                              b_.CreateStore(sum, slot(accs[r], j));
-                              return std::vector<Value*>{};
-                            });
-                            return std::vector<Value*>{};
-                          });
-      });
-    }
-    loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
-      b_.CreateStore(finish_reduce(n, load_slot(accs[r], j)), slot(fins[r], j));
-      return std::vector<Value*>{};
-    });
-  }
-  if (g_.root_is_outer) {
-    const bool keepdims = g_.root->shape.size() == dims.size();
-    loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
       Idx idx = tile_idx;
-      enter_column(j, idx, reds.size());
-      Idx ridx;
-      for (size_t i = 0; i < dims.size(); ++i) {
-        if (!is_reduced(axes, i))
-          ridx.push_back(idx[i]);
-        else if (keepdims)
-          ridx.push_back(zero);
-      }
-      store_out(emit(g_.root.get(), ridx), b_.CreateAdd(o, j, "", true, true));
-      return std::vector<Value*>{};
-    });
-  } else {
-    Idx idx = tile_idx;
-    loop_nest(axes, dims, idx, {}, [&](const std::vector<Value*>&) {
-      loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
-        enter_column(j, idx, reds.size());
-        store_out(emit(g_.root.get(), idx), linearize(idx, dims));
+      loop_nest(axes, dims, idx, {}, [&](const std::vector<Value*>&) {
+        loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
+          enter_column(j, idx, reds.size());
+          store_out(emit(g_.root.get(), idx), linearize(idx, dims));
+          return std::vector<Value*>{};
+        });
         return std::vector<Value*>{};
       });
-      return std::vector<Value*>{};
-    });
-  }
-  o->addIncoming(b_.CreateAdd(o, len, "", true, true), b_.GetInsertBlock());
-  b_.CreateBr(header);
-  b_.SetInsertPoint(exit);
+    }
+  });
 }
 
 }  // namespace kiln::llvmjit
