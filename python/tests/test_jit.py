@@ -260,7 +260,6 @@ def test_python_scalars_do_not_recompile():
 
 
 @pytest.mark.llvm
-@pytest.mark.llvm
 def test_python_int_arguments_out_of_a_narrow_dtype_raise_as_in_numpy():
     # numpy: int8_array + 300 raises OverflowError (NEP 50); the value is an argument, known only
     # at the call, and the cast to int8 is in the graph: it wrapped (300 became 44).
@@ -288,6 +287,7 @@ def test_python_int_arguments_out_of_a_narrow_dtype_raise_as_in_numpy():
     assert f.stats()["compiles"] >= 1
 
 
+@pytest.mark.llvm
 def test_wrong_calls_raise_and_function_stays_usable():
     f = kiln.jit(lambda x: x + 1)
     x = np.zeros(3, np.float32)
