@@ -59,7 +59,7 @@ def main():
                         lambda x: (x.mean(axis=0), ((x - x.mean(axis=0, keepdims=True)) ** 2)
                                    .mean(axis=0))),
     }
-    only = set(args.only.split(",")) if args.only else set(cases) | {"softmax0"}
+    only = set(args.only.split(",")) if args.only else set(cases) | {"softmax_rows", "softmax0"}
     print(machine_line())
     print(f"threads {args.threads}; median of 7 (min-max); ratio = peer time / kiln time")
     print(f"{'case':44s} {'kiln':>22s} {'numpy':>22s} {'jax':>22s}  numpy/kiln  jax/kiln")
@@ -87,6 +87,12 @@ def main():
     for name, (desc, x, fn) in cases.items():
         if name in only:
             run(desc, x, fn, kiln.jit(fn), jax.jit(fn) if jax else None)
+    if "softmax_rows" in only:
+        x = mat(4096, 1024)
+        run("softmax over the last axis, (4096, 1024)", x,
+            lambda x: (lambda e: e / e.sum(axis=-1, keepdims=True))(np.exp(x - x.max(axis=-1, keepdims=True))),
+            kiln.jit(lambda x: kiln.softmax(x, axis=-1)),
+            jax.jit(lambda x: jax.nn.softmax(x, axis=-1)) if jax else None)
     if "softmax0" in only:
         x = mat(1024, 512)
         run("softmax over axis 0, (1024, 512)", x, lambda x: softmax0(np, x),

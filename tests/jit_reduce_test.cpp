@@ -203,3 +203,42 @@ TEST_CASE("jit reductions: a large tensor reduced to one value (split in two) ov
     }
   }
 }
+
+TEST_CASE("jit reductions: the rows kernel keeps a summed value the root reads again",
+          "[jit][reduce]" KILN_NEEDS_LLVM) {
+  // softmax's exp(x - max) is summed, then divided by the sum: rows up to 8192 long keep it
+  // instead of computing it twice; the root may read it at any column of the row (the flip), two
+  // reductions may share it, and a value read at other rows is computed there.
+  uint64_t seed = 9700;
+  size_t k = 0;
+  const std::vector<Layout> layouts = all_layouts();
+  for (int64_t cols : {1, 7, 1024, 8192, 8193}) {
+    for (DType t : float_dtypes()) {
+      if (cols >= 8192 && t != DType::f32 && t != DType::bf16) continue;
+      Rng rng(++seed);
+      TestArray a = make_array(rng, {3, cols}, t, layouts[k++ % layouts.size()], Values::wide);
+      // One function each: a value shared by several outputs is stored between kernels.
+      auto e_of = [](Tensor x) { return kiln::exp(x - x.max(-1, true)); };
+      const std::vector<std::function<Tensor(Tensor)>> fns = {
+          [](Tensor x) { return kiln::softmax(x, -1); },
+          [e_of](Tensor x) {
+            Tensor e = e_of(x);
+            return e / e.sum(-1, true) + e.index({Index::slice(), Index::slice({}, {}, -1)});
+          },
+          [e_of](Tensor x) {
+            Tensor e = e_of(x);
+            return e * e.max(-1, true) - e.mean(-1, true);
+          },
+          [](Tensor x) {  // read at other rows too: those are computed, not kept
+            Tensor e = kiln::exp(x * 0.25);
+            return e / e.sum(-1, true) + e.index({Index::slice({}, {}, -1), Index::slice()});
+          }};
+      for (size_t f = 0; f < fns.size(); ++f)
+        check_against_reference(
+            fns[f], {a},
+            {.tol_scale = std::sqrt(static_cast<double>(cols)),
+             .label = label("kept row of " + std::to_string(cols) + " fn " + std::to_string(f), t,
+                            seed)});
+    }
+  }
+}

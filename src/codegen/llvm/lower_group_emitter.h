@@ -87,6 +87,12 @@ class Emitter {
   Value* finish_reduce(const Node& n, Value* acc);
   void emit_reduce_rows();
   void emit_reduce_columns();
+  // Rows kernel: the reductions' inputs the root reads again at the same elements (softmax's
+  // exp(x - max), summed, then divided by the sum) are kept for the row in row_cache_ when the
+  // only reduced axis is the last and its extent is concrete and short; the root reads them there
+  // (row_cache_live_) instead of computing them twice.
+  void plan_row_cache();
+  Value* cached_row_value(const Node& n, const Idx& idx);
 
   // ---- kernels ----------------------------------------------------------------------------
   void emit_elementwise();
@@ -119,6 +125,8 @@ class Emitter {
   Value* contraction_value_ = nullptr;
   Idx contraction_idx_;
   std::unordered_map<const Node*, Value*> reduce_value_;
+  std::unordered_map<const Node*, llvm::AllocaInst*> row_cache_;
+  bool row_cache_live_ = false;
   std::map<std::pair<const Node*, Idx>, Value*> memo_;
 };
 

@@ -29,6 +29,10 @@ constexpr int64_t kColumnSumBlock = 16;
 // Rows of the innermost reduced axis a columns-kernel step reads (and combines) together.
 constexpr int64_t kColumnRows = 4;
 constexpr int64_t kMinColumns = 8;
+// The longest row whose reductions' inputs the rows kernel keeps (plan_row_cache), and the stack
+// all of them may take.
+constexpr int64_t kRowCache = 8192;
+constexpr int64_t kRowCacheBytes = 64 * 1024;
 
 bool is_reduced(const std::vector<int64_t>& axes, size_t i) {
   return std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i));
@@ -87,16 +91,19 @@ Value* Emitter::accumulate_row(const Node& n, Idx idx) {
   const int64_t inner = axes.back();
   const std::vector<int64_t> outer(axes.begin(), axes.end() - 1);
   auto acc = loop_nest(outer, dims, idx, {init}, [&](const std::vector<Value*>& total) {
-    return block_loop(dimv(dims[inner]), kSumBlock, total,
-                      [&](Value* lo, Value* hi, const std::vector<Value*>& cur) {
-                        auto part = loop(lo, hi, {reduce_init(b_, n.op, n.dtype)},
-                                         [&](Value* iv, const std::vector<Value*>& p) {
-                                           idx[inner] = iv;
-                                           return std::vector<Value*>{reduce_combine(
-                                               b_, n.op, n.dtype, p[0], emit(input, idx))};
-                                         });
-                        return std::vector<Value*>{accumulate(b_, n.op, n.dtype, cur[0], part[0])};
-                      });
+    return block_loop(
+        dimv(dims[inner]), kSumBlock, total,
+        [&](Value* lo, Value* hi, const std::vector<Value*>& cur) {
+          auto part = loop(lo, hi, {reduce_init(b_, n.op, n.dtype)},
+                           [&](Value* iv, const std::vector<Value*>& p) {
+                             idx[inner] = iv;
+                             Value* x = emit(input, idx);
+                             if (auto c = row_cache_.find(input); c != row_cache_.end())
+                               b_.CreateStore(x, b_.CreateInBoundsGEP(x->getType(), c->second, iv));
+                             return std::vector<Value*>{reduce_combine(b_, n.op, n.dtype, p[0], x)};
+                           });
+          return std::vector<Value*>{accumulate(b_, n.op, n.dtype, cur[0], part[0])};
+        });
   });
   return finish_reduce(n, acc[0]);
 }
@@ -121,9 +128,53 @@ void Emitter::emit_row_reduce() {
   b_.SetInsertPoint(done);
 }
 
+void Emitter::plan_row_cache() {
+  const ir::Shape& dims = g_.domain;
+  if (g_.root_is_outer || dims.empty() || g_.reduce_axes.size() != 1 ||
+      g_.reduce_axes[0] != static_cast<int64_t>(dims.size()) - 1 || dims.back().is_symbolic() ||
+      dims.back().value > kRowCache)
+    return;
+  // What the root computes at its own elements: the nodes it reaches without a reduction.
+  std::unordered_set<const Node*> reached;
+  std::vector<const Node*> todo = {g_.root.get()};
+  while (!todo.empty()) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    if (!reached.insert(n).second || leaf_index_.count(n) || ir::is_reduce(n->op)) continue;
+    for (const auto& in : n->inputs) todo.push_back(in.get());
+  }
+  int64_t bytes = 0;
+  llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  for (const auto& n : g_.nodes) {
+    if (!ir::is_reduce(n->op) || leaf_index_.count(n.get())) continue;
+    const Node* in = n->inputs[0].get();
+    // Only values worth keeping: not a load, and read again by the root.
+    if (leaf_index_.count(in) || ir::op_kind(in->op) == ir::OpKind::view || !reached.count(in) ||
+        row_cache_.count(in))
+      continue;
+    llvm::Type* t = compute_type(b_, in->dtype);
+    const int64_t row_bytes = dims.back().value * (t->getPrimitiveSizeInBits() / 8);
+    if (bytes + row_bytes > kRowCacheBytes) break;
+    bytes += row_bytes;
+    row_cache_[in] = eb.CreateAlloca(t, eb.getInt64(dims.back().value));
+  }
+}
+
+Value* Emitter::cached_row_value(const Node& n, const Idx& idx) {
+  auto it = row_cache_.find(&n);
+  if (it == row_cache_.end()) return nullptr;
+  // Kept only for the row being computed.
+  for (size_t i = 0; i + 1 < idx.size(); ++i)
+    if (!ir::is_one(g_.domain[i]) && idx[i] != outer_idx_[i]) return nullptr;
+  llvm::AllocaInst* a = it->second;
+  return b_.CreateLoad(a->getAllocatedType(),
+                       b_.CreateInBoundsGEP(a->getAllocatedType(), a, idx.back()));
+}
+
 void Emitter::emit_reduce_rows() {
   const ir::Shape& dims = g_.domain;
   const auto& axes = g_.reduce_axes;
+  plan_row_cache();
   ir::Shape kept_dims;
   std::vector<int64_t> kept_axes;
   for (size_t i = 0; i < dims.size(); ++i)
@@ -154,10 +205,12 @@ void Emitter::emit_reduce_rows() {
       store_out(emit(g_.root.get(), ridx), o);
     } else {
       Idx idx = outer_idx_;
+      row_cache_live_ = !row_cache_.empty();
       loop_nest(axes, dims, idx, {}, [&](const std::vector<Value*>&) {
         store_out(emit(g_.root.get(), idx), linearize(idx, dims));
         return std::vector<Value*>{};
       });
+      row_cache_live_ = false;
     }
     return std::vector<Value*>{};
   });
