@@ -29,7 +29,12 @@ TEST_CASE("split_reductions: a large tensor's reduction to one value runs as two
       INFO(op_name(op) << " " << dtype_name(t));
       {  // 2-d: the inner reduction keeps the leading axis
         NodePtr x = make_input(0, t, S({512, 1024}));
-        Graph g = graph_of({x}, {make_reduce(op, x, {0, 1}, false)});
+        NodePtr sum;
+        {
+          LocScope loc("model.py:7");
+          sum = make_reduce(op, x, {0, 1}, false);
+        }
+        Graph g = graph_of({x}, {sum});
         Graph p = run_pipeline(g);
         INFO(print(p));
         auto r = reductions(p);
@@ -38,6 +43,8 @@ TEST_CASE("split_reductions: a large tensor's reduction to one value runs as two
         CHECK(r[0]->attrs.axes == std::vector<int64_t>{1});
         CHECK(r[0]->shape == S({512, 1}));
         CHECK(r[1]->inputs[0] == r[0]);
+        CHECK(r[0]->loc == "model.py:7");  // both steps are the user's line
+        CHECK(r[1]->loc == "model.py:7");
         CHECK(p.outputs[0]->shape == S({}));
         const bool exact = t != DType::f32 || op == Op::ReduceMax || op == Op::ReduceMin;
         check_same_semantics(g, p, exact ? 0 : 1e-6);

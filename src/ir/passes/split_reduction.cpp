@@ -19,7 +19,7 @@ namespace {
 constexpr int64_t kMinElements = int64_t{1} << 18;
 constexpr int64_t kMinPartials = 16;
 constexpr int64_t kMaxPartials1d = 256;
-constexpr int64_t kMinPerPartial = 1024;
+constexpr int64_t kMinPerPartial = 256;
 
 bool reduces_everything(const Node& n) {
   const Node& x = *n.inputs[0];
@@ -33,6 +33,7 @@ NodePtr split(const NodePtr& n) {
   const int64_t nd = static_cast<int64_t>(x->shape.size());
   const int64_t total = numel(x->shape);
   if (total < kMinElements) return n;
+  LocScope scope(n->loc);  // the new nodes are the user's reduction
   NodePtr source = x;
   int64_t kept = 0;  // leading axes the inner reduction keeps
   int64_t partials = 1;
