@@ -16,6 +16,25 @@ def pin_threads(n):
                                f" intra_op_parallelism_threads={n}")
 
 
+def private_cache():
+    """A cold, private kiln cache (call before importing kiln), so first calls trace and compile."""
+    import tempfile
+
+    os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-bench-"))
+
+
+def import_jax():
+    """(jax, jax.numpy) on the CPU, or (None, None) with a note when jax is not installed."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        print("jax not installed (benchmarks/setup-python)")
+        return None, None
+    jax.config.update("jax_platforms", "cpu")
+    return jax, jnp
+
+
 def measure(fn, min_time=0.2, repeats=7):
     """Median and (min, max) seconds per call of fn(), after a warm-up."""
     fn()

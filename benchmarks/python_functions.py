@@ -8,10 +8,10 @@ import argparse
 import math
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from python_common import first_call, fmt_time, machine_line, measure, pin_threads  # noqa: E402
+from python_common import (first_call, fmt_time, import_jax, machine_line, measure, pin_threads,  # noqa: E402
+                           private_cache)
 
 
 def main():
@@ -20,20 +20,12 @@ def main():
     ap.add_argument("--only", default="mlp,attention,layer_norm")
     args = ap.parse_args()
     pin_threads(args.threads)
-    # A cold, private kiln cache, so the first call really traces and compiles.
-    os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-bench-"))
+    private_cache()
     import numpy as np
 
     import kiln
 
-    try:
-        import jax
-        import jax.numpy as jnp
-
-        jax.config.update("jax_platforms", "cpu")
-    except ImportError:
-        jax = None
-        print("jax not installed (benchmarks/setup-python)")
+    jax, jnp = import_jax()
 
     rng = np.random.default_rng(0)
     cases = {}

@@ -9,10 +9,10 @@ float64, and the float32 sum of 10^7 copies of 0.1 is printed for each library.
 import argparse
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from python_common import fmt_time, machine_line, measure, pin_threads  # noqa: E402
+from python_common import (fmt_time, import_jax, machine_line, measure, pin_threads,  # noqa: E402
+                           private_cache)
 
 
 def main():
@@ -21,19 +21,12 @@ def main():
     ap.add_argument("--only", default="")
     args = ap.parse_args()
     pin_threads(args.threads)
-    os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-bench-"))
+    private_cache()
     import numpy as np
 
     import kiln
 
-    try:
-        import jax
-        import jax.numpy as jnp
-
-        jax.config.update("jax_platforms", "cpu")
-    except ImportError:
-        jax = None
-        print("jax not installed (benchmarks/setup-python)")
+    jax, jnp = import_jax()
 
     rng = np.random.default_rng(0)
 
