@@ -71,7 +71,7 @@ def device_info() -> dict:
     return _kiln.device_info()
 
 
-_MAX_THREADS = 1024  # kiln::kMaxThreads
+_MAX_THREADS = _kiln.max_threads  # kiln::kMaxThreads
 
 
 def set_num_threads(n: int) -> None:

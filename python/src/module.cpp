@@ -109,11 +109,8 @@ NB_MODULE(_kiln, m) {
   });
   m.def("device_info", &device_info);
   m.def("doctor_report", [] { return kiln::doctor_report(); });
-  m.def("set_num_threads", [](int n) {
-    if (n < 1 || n > kiln::kMaxThreads)
-      throw nb::value_error(("set_num_threads: expected 1 <= n <= " +
-                             std::to_string(kiln::kMaxThreads) + ", got " + std::to_string(n))
-                                .c_str());
-    kiln::set_num_threads(n);
-  });
+  // kiln.set_num_threads (__init__.py) checks the type and range first: a C int cannot hold
+  // every Python int, and nanobind's own message would not name the argument.
+  m.def("set_num_threads", &kiln::set_num_threads);
+  m.attr("max_threads") = kiln::kMaxThreads;
 }
