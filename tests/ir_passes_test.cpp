@@ -94,10 +94,34 @@ TEST_CASE("constant_fold: gives the interpreter's values", "[ir][passes][fold]")
   CHECK(after.outputs[3]->inputs[1]->op == Op::Constant);
   check_same_semantics(before, after);
   // Exactly the interpreter's values, bit for bit after rounding to the dtype.
-  const auto want = interpret(before, {HostTensor{DType::f32, {2}, {1.0, 2.0}}});
+  const auto want = interpret(before, {HostTensor{DType::f32, {2}, {1.0, 2.0}, {}}});
   for (int o = 0; o < 3; ++o)
     for (int64_t k = 0; k < numel(after.outputs[o]->shape); ++k)
       CHECK(after.outputs[o]->constant_at(k) == want[o].values[k]);
+}
+
+TEST_CASE("constant_fold: integer constants past 2^53 fold exactly", "[ir][passes][fold]") {
+  // 2^60 + 1 and 3^35 have no double: folded through doubles, their sum, product and max lost
+  // their low bits (and an int32 square its wrapped value).
+  const std::vector<int64_t> v = {(int64_t{1} << 60) + 1, 50031545098999707};
+  std::vector<uint8_t> bytes(16);
+  std::memcpy(bytes.data(), v.data(), 16);
+  NodePtr c = make_constant(DType::i64, S({2}), bytes);
+  NodePtr sum = make_binary(Op::Add, c, make_scalar(2, DType::i64));
+  NodePtr prod = make_binary(Op::Mul, c, make_scalar(3, DType::i64));
+  NodePtr top = make_reduce(Op::ReduceMax, c, {0}, false);
+  const int32_t m = 2147483647;
+  std::vector<uint8_t> b32(4);
+  std::memcpy(b32.data(), &m, 4);
+  NodePtr sq = make_unary(Op::Square, make_constant(DType::i32, S({1}), b32));
+  Graph after = constant_fold(graph_of({}, {sum, prod, top, sq}));
+  for (const NodePtr& o : after.outputs) REQUIRE(o->op == Op::Constant);
+  CHECK(after.outputs[0]->constant_int_at(0) == v[0] + 2);
+  CHECK(after.outputs[0]->constant_int_at(1) == v[1] + 2);
+  CHECK(after.outputs[1]->constant_int_at(0) == v[0] * 3);
+  CHECK(after.outputs[1]->constant_int_at(1) == v[1] * 3);
+  CHECK(after.outputs[2]->constant_int_at(0) == v[0]);
+  CHECK(after.outputs[3]->constant_int_at(0) == 1);  // (2^31 - 1)^2 wraps to 1 in int32
 }
 
 TEST_CASE("constant_fold: broadcasts stay lazy and large results are not folded",

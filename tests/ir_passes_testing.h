@@ -57,6 +57,7 @@ inline void check_same_semantics(const Graph& before, const Graph& after, double
     for (size_t o = 0; o < want.size(); ++o) {
       REQUIRE(got[o].dtype == want[o].dtype);
       REQUIRE(got[o].shape == want[o].shape);
+      CHECK(got[o].ints == want[o].ints);  // integers exactly (empty for floats)
       for (size_t i = 0; i < want[o].values.size(); ++i) {
         const double w = want[o].values[i], g = got[o].values[i];
         if (std::isnan(w)) {

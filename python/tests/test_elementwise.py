@@ -320,6 +320,21 @@ def test_int64_constants_past_2_53_stay_exact():
                                   np.where(x > 1, x, 2**60 + 3))
 
 
+def test_integer_math_on_captured_constants_is_exact_past_2_53():
+    # kiln ops on captured arrays alone are folded at compile time; the folding went through
+    # doubles, so int64 values past 2^53 lost their low bits and int32 products their wrap.
+    d = np.array([2**60 + 1, 3**35, -(2**55) - 3, 2**63 - 1], np.int64)
+    c = np.array([2**31 - 1, 3**19, 46341], np.int32)
+    x, xc = np.zeros(4, np.int64), np.zeros(3, np.int32)
+    np.testing.assert_array_equal(kiln.jit(lambda x: x + kiln.abs(d))(x), x + np.abs(d))
+    np.testing.assert_array_equal(kiln.jit(lambda x: x + kiln.maximum(d, 7))(x),
+                                  x + np.maximum(d, 7))
+    np.testing.assert_array_equal(kiln.jit(lambda x: x + kiln.square(d))(x), x + d * d)
+    np.testing.assert_array_equal(kiln.jit(lambda x: x + kiln.sum(kiln.abs(d)))(x),
+                                  x + np.abs(d).sum())
+    np.testing.assert_array_equal(kiln.jit(lambda x: x + kiln.square(c))(xc), xc + c * c)
+
+
 def test_clip_bounds_past_an_integer_dtypes_range_bound_nothing():
     # Converted as they were, they wrapped: int8 clip(-1000, 1000) gave -24 everywhere.
     x = np.array([-128, -5, 0, 5, 127], np.int8)

@@ -23,23 +23,18 @@ constexpr int64_t kMaxFoldedElements = 65536;
 // An input broadcast this large is not materialized to fold a (small) reduction of it.
 constexpr int64_t kMaxMaterializedElements = int64_t{1} << 20;
 
-// Values as the bytes of a Constant of `dtype` (rounded or wrapped as the interpreter does).
-std::vector<uint8_t> to_bytes(const std::vector<double>& values, DType dtype) {
-  const size_t size = dtype_size(dtype);
-  std::vector<uint8_t> bytes(values.size() * size);
-  for (size_t i = 0; i < values.size(); ++i)
-    encode_element(dtype, values[i], bytes.data() + i * size);
+// A folded value as the bytes of a Constant of its dtype (integers exactly).
+std::vector<uint8_t> to_bytes(const HostTensor& t) {
+  const size_t size = dtype_size(t.dtype);
+  const bool ints = holds_ints(t.dtype);
+  std::vector<uint8_t> bytes(t.values.size() * size);
+  for (size_t i = 0; i < t.values.size(); ++i) {
+    if (ints)
+      encode_int_element(t.dtype, t.ints[i], bytes.data() + i * size);
+    else
+      encode_element(t.dtype, t.values[i], bytes.data() + i * size);
+  }
   return bytes;
-}
-
-HostTensor constant_value(const Node& n) {
-  HostTensor t;
-  t.dtype = n.dtype;
-  t.shape = concrete_dims(n.shape);
-  const int64_t count = numel(n.shape);
-  t.values.resize(count);
-  for (int64_t i = 0; i < count; ++i) t.values[i] = n.constant_at(i);
-  return t;
 }
 
 bool small_enough(const Shape& s, int64_t limit) { return is_concrete(s) && numel(s) <= limit; }
@@ -51,7 +46,7 @@ class ConstantValues {
   // Null when `n` is not constant-valued or too large to materialize.
   const HostTensor* get(const Node& n) {
     if (auto it = values_.find(&n); it != values_.end()) return &it->second;
-    if (n.op == Op::Constant) return &values_.emplace(&n, constant_value(n)).first->second;
+    if (n.op == Op::Constant) return &values_.emplace(&n, eval_node(n, {})).first->second;
     if (n.op != Op::Expand || !small_enough(n.shape, kMaxMaterializedElements)) return nullptr;
     const HostTensor* src = get(*n.inputs[0]);
     if (!src) return nullptr;
@@ -78,7 +73,7 @@ Graph constant_fold(const Graph& g) {
       if (args.size() == cur->inputs.size()) {
         HostTensor result = eval_node(*cur, args);
         LocScope scope(cur->loc);
-        cur = make_constant(cur->dtype, cur->shape, to_bytes(result.values, cur->dtype));
+        cur = make_constant(cur->dtype, cur->shape, to_bytes(result));
       }
     }
     return cur;
