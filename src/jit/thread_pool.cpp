@@ -1,10 +1,13 @@
 #include "jit/thread_pool.h"
 #include "support/log.h"
 
+#include <kiln/errors.h>
 #include <kiln/options.h>
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <system_error>
 
 namespace kiln {
 
@@ -83,7 +86,14 @@ int64_t ThreadPool::busy_fallbacks_total() { return g_busy_fallbacks.load(); }
 
 int64_t ThreadPool::parts_taken_back_total() { return g_parts_taken_back.load(); }
 
-ThreadPool::ThreadPool(int num_threads) { start_workers(std::max(1, num_threads)); }
+ThreadPool::ThreadPool(int num_threads) {
+  const int want = std::max(1, num_threads);
+  const std::string failure = start_workers(want);
+  if (!failure.empty())
+    KILN_LOG_AT(warn) << "thread pool: could not start thread " << num_threads_ + 1 << " of "
+                      << want << " (" << failure << "); running with " << num_threads_
+                      << (num_threads_ == 1 ? " thread" : " threads");
+}
 
 ThreadPool::~ThreadPool() { stop_workers(); }
 
@@ -92,14 +102,22 @@ ThreadPool& ThreadPool::global() {
   return pool;
 }
 
-void ThreadPool::start_workers(int n) {
+std::string ThreadPool::start_workers(int n) {
   num_threads_ = n;
   stop_ = false;
   posts_ = std::make_unique<PartPost[]>(size_t(n));
   answers_ = std::make_unique<PartAnswer[]>(size_t(n));
   claims_ = std::make_unique<PartClaim[]>(size_t(n));
   sleeps_ = std::make_unique<PartSleep[]>(size_t(n));
-  for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < n; ++i) {
+    try {
+      workers_.emplace_back([this, i] { worker_loop(i); });
+    } catch (const std::system_error& e) {  // EAGAIN: out of threads or of memory for a stack
+      num_threads_ = i;
+      return e.what();
+    }
+  }
+  return {};
 }
 
 void ThreadPool::stop_workers() {
@@ -114,8 +132,16 @@ void ThreadPool::stop_workers() {
 
 void ThreadPool::set_num_threads(int n) {
   std::lock_guard<std::mutex> job(job_mu_);
+  const int before = num_threads_, want = std::max(1, n);
   stop_workers();
-  start_workers(std::max(1, n));
+  const std::string failure = start_workers(want);
+  if (failure.empty()) return;
+  const int started = num_threads_;
+  stop_workers();
+  start_workers(before);  // these ran before; should they not start now, the pool has fewer
+  throw DeviceError("set_num_threads: could not start thread " + std::to_string(started + 1) +
+                    " of " + std::to_string(want) + " (" + failure + "); the pool keeps " +
+                    std::to_string(num_threads_) + (num_threads_ == 1 ? " thread" : " threads"));
 }
 
 void ThreadPool::run_chunks(const RangeFn* fn, int64_t n, int64_t chunk) {

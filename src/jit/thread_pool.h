@@ -20,6 +20,7 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <string>
 #include <vector>
 
 namespace kiln {
@@ -38,7 +39,8 @@ class ThreadPool {
   static ThreadPool& global();
 
   int num_threads() const { return num_threads_; }
-  // Resizes the pool (waits for a running job to finish first).
+  // Resizes the pool (waits for a running job to finish first). Where the system cannot start
+  // that many threads, the pool goes back to its size before and DeviceError says so.
   void set_num_threads(int n);
 
   // Calls fn over disjoint ranges covering [0, n), each at least `grain` long (except the last).
@@ -111,7 +113,10 @@ class ThreadPool {
   // A worker leaves a parallel_for job it counted itself in (see job_open_).
   void leave_job();
 
-  void start_workers(int n);
+  // Starts workers 1..n-1. Where one cannot start (the system's thread or memory limits), the pool
+  // keeps the workers started before it (num_threads_ counts them) and the failure is returned;
+  // empty when all started.
+  std::string start_workers(int n);
   void stop_workers();
   void worker_loop(int index);
   void run_chunks(const RangeFn* fn, int64_t n, int64_t chunk);
