@@ -242,3 +242,52 @@ TEST_CASE("jit reductions: the rows kernel keeps a summed value the root reads a
     }
   }
 }
+
+TEST_CASE("jit reductions: the columns kernel keeps a summed value the root reads again",
+          "[jit][reduce]" KILN_NEEDS_LLVM) {
+  // The same over a leading or middle axis of up to 256 rows (128 of float64): the columns kernel
+  // keeps exp(x - max) for its tile's columns; the root may read it at any row of the reduced axis
+  // (the flip along it), two reductions may share it, and a value read at other columns is
+  // computed there.
+  uint64_t seed = 9800;
+  size_t k = 0;
+  const std::vector<Layout> layouts = all_layouts();
+  const std::vector<std::vector<int64_t>> shapes = {{1, 8},     {7, 130},  {100, 33},  {128, 1000},
+                                                    {256, 136}, {257, 40}, {3, 60, 17}};
+  for (const auto& shape : shapes) {
+    for (DType t : float_dtypes()) {
+      if (shape[0] >= 128 && t != DType::f32 && t != DType::f64) continue;
+      Rng rng(++seed);
+      TestArray a = make_array(rng, shape, t, layouts[k++ % layouts.size()], Values::wide);
+      const int64_t axis = static_cast<int64_t>(shape.size()) - 2;
+      auto e_of = [axis](Tensor x) { return kiln::exp(x - x.max(axis, true)); };
+      const Index all = Index::slice(), flip = Index::slice({}, {}, -1);
+      auto flipped = [&](int64_t at) {  // an index reversing axis `at` of x
+        std::vector<Index> idx(shape.size(), all);
+        idx[static_cast<size_t>(at)] = flip;
+        return idx;
+      };
+      const auto along_reduced = flipped(axis), along_last = flipped(axis + 1);
+      const std::vector<std::function<Tensor(Tensor)>> fns = {
+          [axis](Tensor x) { return kiln::softmax(x, axis); },
+          [e_of, axis, along_reduced](Tensor x) {
+            Tensor e = e_of(x);
+            return e / e.sum(axis, true) + e.index(along_reduced);
+          },
+          [e_of, axis](Tensor x) {
+            Tensor e = e_of(x);
+            return e * e.max(axis, true) - e.mean(axis, true);
+          },
+          [axis, along_last](Tensor x) {  // read at other columns too: those are computed
+            Tensor e = kiln::exp(x * 0.25);
+            return e / e.sum(axis, true) + e.index(along_last);
+          }};
+      for (size_t f = 0; f < fns.size(); ++f)
+        check_against_reference(
+            fns[f], {a},
+            {.tol_scale = std::sqrt(static_cast<double>(shape[static_cast<size_t>(axis)])),
+             .label = label("kept columns of " + jt::dims_str(shape) + " fn " + std::to_string(f),
+                            t, seed)});
+    }
+  }
+}

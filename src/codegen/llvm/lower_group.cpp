@@ -223,6 +223,8 @@ Value* Emitter::emit(const Node* n, const Idx& idx) {
   if (auto it = leaf_index_.find(n); it != leaf_index_.end()) return load_leaf(it->second, idx);
   if (row_cache_live_)
     if (Value* v = cached_row_value(*n, idx)) return v;
+  if (column_cache_live_)
+    if (Value* v = cached_column_value(*n, idx)) return v;
   auto key = std::make_pair(n, idx);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   Value* v = emit_uncached(*n, idx);

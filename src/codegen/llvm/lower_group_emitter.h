@@ -93,6 +93,14 @@ class Emitter {
   // (row_cache_live_) instead of computing them twice.
   void plan_row_cache();
   Value* cached_row_value(const Node& n, const Idx& idx);
+  // Those reductions' inputs (computed, not loads or views) in the order of g_.nodes.
+  std::vector<const Node*> reduced_inputs_read_again();
+  // Columns kernel: the same, where the one reduced axis has a short concrete extent, kept for a
+  // tile's columns over that whole axis in column_cache_; returns the tile, narrowed so that they
+  // fit kColumnCacheBytes (it is left as given where none are kept).
+  int64_t plan_column_cache(int64_t tile);
+  Value* column_cache_slot(const Node& n, Value* row);  // at the current column (column_j_)
+  Value* cached_column_value(const Node& n, const Idx& idx);
 
   // ---- kernels ----------------------------------------------------------------------------
   void emit_elementwise();
@@ -127,6 +135,10 @@ class Emitter {
   std::unordered_map<const Node*, Value*> reduce_value_;
   std::unordered_map<const Node*, llvm::AllocaInst*> row_cache_;
   bool row_cache_live_ = false;
+  std::unordered_map<const Node*, llvm::AllocaInst*> column_cache_;
+  int64_t column_cache_tile_ = 0;
+  Value* column_j_ = nullptr;  // the columns kernel's position in its tile
+  bool column_cache_live_ = false;
   std::map<std::pair<const Node*, Idx>, Value*> memo_;
 };
 
