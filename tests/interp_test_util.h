@@ -1,7 +1,10 @@
-// Shared by the reference interpreter's tests (ir_interpreter_test.cpp, ir_elements_test.cpp).
+// Shared by the reference interpreter's tests (ir_interpreter_test.cpp, ir_interpreter_int_test.cpp,
+// ir_elements_test.cpp).
 #pragma once
 
 #include "ir/interpreter.h"
+
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -21,6 +24,17 @@ inline kiln::ir::HostTensor ht(kiln::DType t, std::vector<int64_t> shape, std::v
   h.shape = std::move(shape);
   h.values = std::move(v);
   return h;
+}
+
+// Runs a graph with one output on the given input values.
+inline kiln::ir::HostTensor run(const kiln::ir::NodePtr& out, std::vector<kiln::ir::NodePtr> inputs,
+                                std::vector<kiln::ir::HostTensor> values) {
+  kiln::ir::Graph g;
+  g.inputs = std::move(inputs);
+  g.outputs = {out};
+  auto r = kiln::ir::interpret(g, values);
+  REQUIRE(r.size() == 1);
+  return r[0];
 }
 
 // Equal element by element, NaN matching NaN.

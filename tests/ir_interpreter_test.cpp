@@ -33,16 +33,6 @@ NodePtr const_f64(std::vector<int64_t> shape, const std::vector<double>& v) {
   return make_constant(DType::f64, concrete_shape(shape), std::move(bytes));
 }
 
-// Runs a graph with one output.
-HostTensor run(const NodePtr& out, std::vector<NodePtr> inputs, std::vector<HostTensor> values) {
-  Graph g;
-  g.inputs = std::move(inputs);
-  g.outputs = {out};
-  auto r = interpret(g, values);
-  REQUIRE(r.size() == 1);
-  return r[0];
-}
-
 // Unary op on a 1-d f64 input.
 std::vector<double> unary(Op op, std::vector<double> v, DType t = DType::f64) {
   const int64_t n = static_cast<int64_t>(v.size());
