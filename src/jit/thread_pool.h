@@ -18,9 +18,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <type_traits>
-#include <string>
 #include <vector>
 
 namespace kiln {
