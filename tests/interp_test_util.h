@@ -1,5 +1,5 @@
-// Shared by the reference interpreter's tests (ir_interpreter_test.cpp, ir_interpreter_int_test.cpp,
-// ir_elements_test.cpp).
+// Shared by the reference interpreter's tests (ir_interpreter_test.cpp,
+// ir_interpreter_int_test.cpp, ir_elements_test.cpp).
 #pragma once
 
 #include "ir/interpreter.h"
