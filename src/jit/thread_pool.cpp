@@ -44,6 +44,21 @@ constexpr int64_t kStarvedWarnShare = 100;
 std::atomic<int64_t> g_busy_fallbacks{0};
 std::atomic<int64_t> g_parts_taken_back{0};
 
+// Worker threads running in every pool, and the most that may (limit_more_workers_for_testing).
+std::atomic<int64_t> g_workers_alive{0};
+std::atomic<int64_t> g_worker_limit{-1};
+
+// Starts a worker thread running f; past the testing limit, fails as the system refuses one.
+template <typename F>
+std::thread start_worker_thread(F&& f) {
+  const int64_t limit = g_worker_limit.load();
+  if (limit >= 0 && g_workers_alive.load() >= limit)
+    throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+  std::thread t(std::forward<F>(f));
+  g_workers_alive.fetch_add(1);
+  return t;
+}
+
 // `at_least`: a worker's poll after a parallel_for job also covers the last job's length.
 std::chrono::nanoseconds spin_after(std::chrono::steady_clock::time_point work_start,
                                     std::chrono::nanoseconds at_least = {}) {
@@ -86,6 +101,10 @@ int64_t ThreadPool::busy_fallbacks_total() { return g_busy_fallbacks.load(); }
 
 int64_t ThreadPool::parts_taken_back_total() { return g_parts_taken_back.load(); }
 
+void ThreadPool::limit_more_workers_for_testing(int64_t more) {
+  g_worker_limit = more < 0 ? -1 : g_workers_alive.load() + more;
+}
+
 ThreadPool::ThreadPool(int num_threads) {
   const int want = std::max(1, num_threads);
   const std::string failure = start_workers(want);
@@ -109,9 +128,10 @@ std::string ThreadPool::start_workers(int n) {
   answers_ = std::make_unique<PartAnswer[]>(size_t(n));
   claims_ = std::make_unique<PartClaim[]>(size_t(n));
   sleeps_ = std::make_unique<PartSleep[]>(size_t(n));
+  workers_.reserve(size_t(n - 1));  // a started thread is never dropped by a throwing push_back
   for (int i = 1; i < n; ++i) {
     try {
-      workers_.emplace_back([this, i] { worker_loop(i); });
+      workers_.push_back(start_worker_thread([this, i] { worker_loop(i); }));
     } catch (const std::system_error& e) {  // EAGAIN: out of threads or of memory for a stack
       num_threads_ = i;
       return e.what();
@@ -127,6 +147,7 @@ void ThreadPool::stop_workers() {
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
+  g_workers_alive.fetch_sub(static_cast<int64_t>(workers_.size()));
   workers_.clear();
 }
 

@@ -66,6 +66,10 @@ class ThreadPool {
   // busy_fallbacks and parts_taken_back summed over every pool of the process (x86::stats()).
   static int64_t busy_fallbacks_total();
   static int64_t parts_taken_back_total();
+  // Tests: at most `more` worker threads (every pool together) beyond those running now; a start
+  // past that fails as one the system refuses (std::system_error, EAGAIN). Negative: no limit
+  // (the default). (Lowering the process's RLIMIT_AS instead made other allocations fail too.)
+  static void limit_more_workers_for_testing(int64_t more);
 
   // The most bytes a run_parts payload may take.
   static constexpr size_t kPartPayloadBytes = 56;
