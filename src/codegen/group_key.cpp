@@ -8,16 +8,6 @@
 
 namespace kiln {
 
-namespace {
-
-std::string ints(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-}  // namespace
-
 DType temp_storage_dtype(DType t) { return (t == DType::f16 || t == DType::bf16) ? DType::f32 : t; }
 
 std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayout>& layouts,
@@ -25,7 +15,7 @@ std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayou
   std::unordered_map<const ir::Node*, std::string> name;
   std::string s = std::string(ir::group_kind_name(g.kind));
   if (g.kind == ir::GroupKind::row_reduce)
-    s += " domain=" + ir::shape_str(g.domain) + " axes=" + ints(g.reduce_axes) +
+    s += " domain=" + ir::shape_str(g.domain) + " axes=" + ir::dims_text(g.reduce_axes) +
          (g.root_is_outer ? " outer" : " full");
   s += " out:" + std::string(dtype_name(out_storage)) + ";";
   for (size_t j = 0; j < g.leaves.size(); ++j) {
@@ -53,14 +43,15 @@ std::string describe_group(const ir::FusionGroup& g, const std::vector<LeafLayou
     for (size_t i = 0; i < n->inputs.size(); ++i) s += (i ? "," : "") + name[n->inputs[i].get()];
     s += "):" + std::string(dtype_name(n->dtype)) + ir::shape_str(n->shape);
     const ir::Attrs& a = n->attrs;
-    if (!a.perm.empty()) s += " perm=" + ints(a.perm);
-    if (!a.axes.empty()) s += " axes=" + ints(a.axes);
-    if (!a.starts.empty()) s += " starts=" + ints(a.starts) + " steps=" + ints(a.steps);
+    if (!a.perm.empty()) s += " perm=" + ir::dims_text(a.perm);
+    if (!a.axes.empty()) s += " axes=" + ir::dims_text(a.axes);
+    if (!a.starts.empty())
+      s += " starts=" + ir::dims_text(a.starts) + " steps=" + ir::dims_text(a.steps);
     if (n->op == ir::Op::Concat) s += " axis=" + std::to_string(a.axis);
     if (n->op == ir::Op::Conv2d)
-      s +=
-          " conv=" + ints({a.conv.stride[0], a.conv.stride[1], a.conv.padding[0], a.conv.padding[1],
-                           a.conv.dilation[0], a.conv.dilation[1], a.conv.groups});
+      s += " conv=" +
+           ir::dims_text({a.conv.stride[0], a.conv.stride[1], a.conv.padding[0], a.conv.padding[1],
+                          a.conv.dilation[0], a.conv.dilation[1], a.conv.groups});
     if (n->op == ir::Op::Constant) {
       char buf[64];
       // Integers exactly: int64 values past 2^53 that share a double shared one key (and kernel).

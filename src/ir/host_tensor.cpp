@@ -1,6 +1,8 @@
 // HostTensor and the element conversions of host_tensor.h.
 #include "ir/host_tensor.h"
 
+#include "ir/shape.h"
+
 #include <kiln/errors.h>
 
 #include <cmath>
@@ -42,12 +44,6 @@ int64_t double_to_wrapped_i64(double v) {
 }
 
 }  // namespace
-
-std::string dims_text(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
 
 int64_t element_count(const std::vector<int64_t>& d) {
   int64_t n = 1;

@@ -51,7 +51,6 @@ void encode_element(DType dtype, double v, void* p);
 int64_t decode_int_element(DType dtype, const void* p);
 void encode_int_element(DType dtype, int64_t v, void* p);
 
-std::string dims_text(const std::vector<int64_t>& dims);  // "[2,3]"
 int64_t element_count(const std::vector<int64_t>& dims);
 
 // Visits, in row-major order over `dims`, the offsets base + sum(idx[i] * strides[i]).

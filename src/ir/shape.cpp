@@ -76,6 +76,12 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> st(dims.size());
   int64_t acc = 1;

@@ -55,6 +55,7 @@ std::vector<int32_t> symbols_of(const Shape& s);
 // shapes: the same numel).
 bool same_numel(const Shape& a, const Shape& b);
 std::string shape_str(const Shape& s);
+std::string dims_text(const std::vector<int64_t>& dims);  // "[2,3]"
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
 
 // Whether reshaping `in` to `out` only inserts or drops size-1 dims (so indexing stays per dim);

@@ -37,10 +37,6 @@ std::string_view dtype_short_name(DType t) {
   return "?";
 }
 
-std::string ints_str(const std::vector<int64_t>& v) {
-  return fmt::format("[{}]", fmt::join(v, ","));
-}
-
 // Shortest text that reads back as the same value of `dtype`; floats always show a '.' or an
 // exponent so that `1.0 : f32` and `1 : i32` are told apart.
 std::string value_str(double v, DType dtype) {
@@ -77,9 +73,9 @@ std::string attrs_str(const Node& n) {
   const Attrs& a = n.attrs;
   switch (n.op) {
     case Op::Permute:
-      return " perm=" + ints_str(a.perm);
+      return " perm=" + dims_text(a.perm);
     case Op::Slice:
-      return " starts=" + ints_str(a.starts) + " steps=" + ints_str(a.steps);
+      return " starts=" + dims_text(a.starts) + " steps=" + dims_text(a.steps);
     case Op::Concat:
       return fmt::format(" axis={}", a.axis);
     case Op::Conv2d: {
@@ -91,7 +87,7 @@ std::string attrs_str(const Node& n) {
     default:
       break;
   }
-  if (is_reduce(n.op)) return " axes=" + ints_str(a.axes);
+  if (is_reduce(n.op)) return " axes=" + dims_text(a.axes);
   return "";
 }
 

@@ -22,10 +22,6 @@ struct Violation {
 
 std::string dt(DType t) { return std::string(dtype_name(t)); }
 
-std::string ints_str(const std::vector<int64_t>& v) {
-  return fmt::format("[{}]", fmt::join(v, ","));
-}
-
 void expect_inputs(const Node& n, size_t count) {
   if (n.inputs.size() != count)
     fail(fmt::format("{} takes {} input(s), has {}", op_name(n.op), count, n.inputs.size()));
@@ -147,17 +143,17 @@ void check_permute(const Node& n) {
   const auto& perm = n.attrs.perm;
   const int64_t rank = static_cast<int64_t>(in.size());
   if (static_cast<int64_t>(perm.size()) != rank || n.ndim() != rank)
-    fail(fmt::format("perm {} for an operand of {} dims and a result of {}", ints_str(perm), rank,
+    fail(fmt::format("perm {} for an operand of {} dims and a result of {}", dims_text(perm), rank,
                      n.ndim()));
   std::vector<bool> used(rank, false);
   for (int64_t p : perm) {
-    if (p < 0 || p >= rank || used[p]) fail("perm " + ints_str(perm) + " is not a permutation");
+    if (p < 0 || p >= rank || used[p]) fail("perm " + dims_text(perm) + " is not a permutation");
     used[p] = true;
   }
   for (int64_t i = 0; i < rank; ++i)
     if (n.shape[i] != in[perm[i]])
       fail(fmt::format("result shape {} is not the operand's {} permuted by {}", shape_str(n.shape),
-                       shape_str(in), ints_str(perm)));
+                       shape_str(in), dims_text(perm)));
 }
 
 void check_slice(const Node& n) {
@@ -166,7 +162,7 @@ void check_slice(const Node& n) {
   const size_t rank = in.size();
   if (a.starts.size() != rank || a.steps.size() != rank || n.shape.size() != rank)
     fail(fmt::format("starts {} and steps {} for an operand of {} dims and a result of {}",
-                     ints_str(a.starts), ints_str(a.steps), rank, n.ndim()));
+                     dims_text(a.starts), dims_text(a.steps), rank, n.ndim()));
   for (size_t i = 0; i < rank; ++i) {
     if (a.steps[i] == 0) fail(fmt::format("step 0 on dim {}", i));
     if (in[i].is_symbolic() || n.shape[i].is_symbolic()) continue;
@@ -189,14 +185,14 @@ void check_reduce(const Node& n) {
   if (axes.empty()) fail("reduction over no axes");
   for (size_t i = 0; i < axes.size(); ++i) {
     if (axes[i] < 0 || axes[i] >= rank)
-      fail(fmt::format("axes {} out of range for {} dims", ints_str(axes), rank));
-    if (i && axes[i] <= axes[i - 1]) fail("axes " + ints_str(axes) + " are not sorted and unique");
+      fail(fmt::format("axes {} out of range for {} dims", dims_text(axes), rank));
+    if (i && axes[i] <= axes[i - 1]) fail("axes " + dims_text(axes) + " are not sorted and unique");
   }
   Shape kept = x.shape;
   for (int64_t ax : axes) kept[ax] = Dim::concrete(1);
   if (n.shape != kept)
     fail(fmt::format("keepdims result of {} over axes {} is {}, node has {}", shape_str(x.shape),
-                     ints_str(axes), shape_str(kept), shape_str(n.shape)));
+                     dims_text(axes), shape_str(kept), shape_str(n.shape)));
   if (n.op == Op::ReduceMean && !is_floating(n.dtype))
     fail("mean accumulates in a floating dtype, got " + dt(n.dtype));
   if (n.op == Op::ReduceSum &&
