@@ -140,6 +140,24 @@ TEST_CASE("interp ints: sums, max, matmul and conv2d of int64 past 2^53 are exac
   CHECK(conv.ints == std::vector<int64_t>{add(mul(p, q), mul(kTwo60 + 1, 3))});
 }
 
+TEST_CASE("interp ints: integer pow is exact past 2^53 and wraps as numpy's", "[interp][ints]") {
+  // The expected values are numpy's (np.int64 arrays; 3^35 has no double, 3^41 and 5^100 wrap).
+  CHECK(binary(Op::Pow, {3, 3, 7, -3, 2}, {35, 41, 30, 39, 63}) ==
+        std::vector<int64_t>{50031545098999707, -420491770248316829, 1576789505350337489,
+                             -4052555153018976267, kMin});
+  CHECK(binary(Op::Pow, {2, 5, 0, 4, 0}, {64, 100, 0, 0, 5}) ==
+        std::vector<int64_t>{0, -3842938066129721103, 1, 1, 0});
+  // A negative exponent (numpy refuses it): the integer part of the real power.
+  CHECK(binary(Op::Pow, {1, -1, -1, 2, 0}, {-5, -5, -4, -1, -3}) ==
+        std::vector<int64_t>{1, -1, 1, 0, 0});
+  // int8 wraps in its own width (numpy: [-13, 13, 87, 16]).
+  NodePtr x = in(0, DType::i8, {4}), y = in(1, DType::i8, {4});
+  CHECK(
+      run(make_binary(Op::Pow, x, y), {x, y},
+          {ints_tensor(DType::i8, {4}, {3, -3, 7, 100}), ints_tensor(DType::i8, {4}, {5, 5, 3, 2})})
+          .ints == std::vector<int64_t>{-13, 13, 87, 16});
+}
+
 TEST_CASE("interp ints: views, where and concat carry int64 past 2^53 exactly", "[interp][ints]") {
   NodePtr x = in(0, DType::i64, {2, 2});
   const HostTensor xv = ints_tensor(DType::i64, {2, 2}, {kTwo60 + 1, kTwo60 + 2, kMax, kMin + 1});

@@ -161,6 +161,10 @@ TEST_CASE("jit errors: dtype errors", "[jit][errors]") {
   expect_error<kiln::DTypeError>(kiln::jit([](Tensor a) { return kiln::relu(a); }), {b},
                                  {"relu", "bool"});
   expect_error<kiln::DTypeError>(kiln::jit([](Tensor a) { return a - a; }), {b}, {"sub", "bool"});
+  // numpy refuses integers to a negative integer power (a float base or exponent is fine).
+  Array i = f32_array({3}, rng, keep, DType::i32);
+  expect_error<kiln::DTypeError>(kiln::jit([](Tensor a) { return kiln::pow(a, -2.0); }), {i},
+                                 {"pow", "negative", "int32"});
   CHECK_THROWS_AS(kiln::dtype_from_name("float13"), kiln::DTypeError);
 }
 

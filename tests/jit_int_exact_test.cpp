@@ -1,7 +1,7 @@
 // Integer kernels against the reference interpreter on values across the whole int64 and int32
 // ranges: past 2^53 (where a double loses the low bits), at the ends (where sums and products
 // wrap) and small ones, in every layout. Elementwise ops, comparisons, casts, the rows, columns and
-// split reduction kernels, and matmul; the comparison of each element is exact.
+// split reduction kernels, matmul and pow; the comparison of each element is exact.
 #include "ir/host_tensor.h"
 #include "jit_test_util.h"
 #include "needs_llvm.h"
@@ -36,15 +36,20 @@ int64_t wide_int(Rng& rng, DType t) {
   }
 }
 
-// A random array of `shape` in `layout` holding wide_int values (written as exact integers).
-TestArray wide_array(Rng& rng, std::vector<int64_t> shape, DType t, Layout layout) {
+// A random array of `shape` in `layout` holding value(rng) at each element (written exactly).
+template <typename Value>
+TestArray int_array(Rng& rng, std::vector<int64_t> shape, DType t, Layout layout, Value value) {
   TestArray a = make_array(rng, shape, t, layout);
   auto* base = static_cast<uint8_t*>(a.array.data());
   const int64_t esize = static_cast<int64_t>(kiln::dtype_size(t));
   kiln::ir::for_each_offset(a.array.shape(), a.array.strides(), 0, [&](int64_t off) {
-    kiln::ir::encode_int_element(t, wide_int(rng, t), base + off * esize);
+    kiln::ir::encode_int_element(t, value(rng), base + off * esize);
   });
   return a;
+}
+
+TestArray wide_array(Rng& rng, std::vector<int64_t> shape, DType t, Layout layout) {
+  return int_array(rng, shape, t, layout, [t](Rng& r) { return wide_int(r, t); });
 }
 
 std::vector<int64_t> shape_of(Rng& rng, int rank) {
@@ -126,6 +131,45 @@ TEST_CASE("jit ints: sums, max, min and matmul are exact (and wrap) across the i
       TestArray b = wide_array(r, {k, n}, t, layout_n(seed + 1));
       check_against_reference([](Tensor p, Tensor q) { return kiln::matmul(p, q); }, {a, b},
                               {.label = label("int matmul", t, seed)});
+    }
+  }
+}
+
+TEST_CASE("jit ints: integer pow is exact past 2^53 and wraps, for run-time and constant exponents",
+          "[jit][ints]" KILN_NEEDS_LLVM) {
+  // Bases whose powers pass 2^53 and wrap (odd ones keep low bits set at every exponent), and
+  // exponents across the bits the kernel's square-and-multiply walks, negative ones included.
+  const auto base = [](Rng& r) {
+    return uniform_int(r, 0, 3) ? uniform_int(r, -7, 7)
+                                : pick(r, std::vector<int64_t>{10, 127, -128});
+  };
+  for (DType t : {DType::i64, DType::i32, DType::i8}) {
+    const int64_t max_e = t == DType::i8    ? 127
+                          : t == DType::i32 ? (int64_t{1} << 31) - 1
+                                            : std::numeric_limits<int64_t>::max();
+    const auto exponent = [max_e](Rng& r) {
+      switch (uniform_int(r, 0, 3)) {
+        case 0:
+          return uniform_int(r, -3, 3);
+        case 1:
+          return uniform_int(r, 0, 70);
+        case 2:
+          return uniform_int(r, 0, max_e);
+        default:
+          return uniform_int(r, max_e - 2, max_e);
+      }
+    };
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      Rng rng(seed * 13 + 3);
+      const auto shape = shape_of(rng, static_cast<int>(seed % 2) + 1);
+      TestArray x = int_array(rng, shape, t, layout_n(seed), base);
+      TestArray e = int_array(rng, shape, t, layout_n(seed + 1), exponent);
+      check_against_reference(
+          [](Tensor a, Tensor b) {
+            return std::vector<Tensor>{kiln::pow(a, b), kiln::pow(a, 35.0), kiln::pow(a, 0.0),
+                                       kiln::pow(a, 1.0), kiln::pow(a + 1, 63.0)};
+          },
+          {x, e}, {.label = label("int pow", t, seed)});
     }
   }
 }

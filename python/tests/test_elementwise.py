@@ -335,6 +335,19 @@ def test_integer_math_on_captured_constants_is_exact_past_2_53():
     np.testing.assert_array_equal(kiln.jit(lambda x: x + kiln.square(c))(xc), xc + c * c)
 
 
+def test_integer_pow_is_numpys_exactly_past_2_53_and_when_it_wraps():
+    # Integer pow ran on doubles: 3**35 lost its low bits and powers past 2**63 saturated.
+    b = np.array([3, 3, 7, -3, 2, 2, 5, 0, 4, -7], np.int64)
+    e = np.array([35, 41, 30, 39, 63, 64, 100, 0, 0, 33], np.int64)
+    f = kiln.jit(lambda b, e: b ** e)
+    np.testing.assert_array_equal(f(b, e), b ** e)
+    np.testing.assert_array_equal(kiln.jit(lambda b: b ** 35)(b), b ** 35)
+    np.testing.assert_array_equal(f(b[::2], e[1::2]), b[::2] ** e[1::2])
+    for dt in (np.int32, np.int8):
+        bs, es = b.astype(dt), (e % 100).astype(dt)
+        np.testing.assert_array_equal(f(bs, es), bs ** es)
+
+
 def test_clip_bounds_past_an_integer_dtypes_range_bound_nothing():
     # Converted as they were, they wrapped: int8 clip(-1000, 1000) gave -24 everywhere.
     x = np.array([-128, -5, 0, 5, 127], np.int8)

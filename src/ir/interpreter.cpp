@@ -1,9 +1,9 @@
 // The reference interpreter: every op of ops.def evaluated in plain C++, floats on doubles and
 // integers and bools exactly on int64 (wrapping modulo 2^64: adds, products, sums, max and
 // comparisons of int64s past 2^53 are exact, as in kiln's kernels), with the rounding rule below.
-// Integer division is true division and integer pow a float pow, computed on doubles as kiln's
-// kernels compute them. Strided walks use precomputed strides and one odometer per tensor, so the
-// cost is O(output * reduction) and nothing is allocated per element.
+// Integer division is true division, computed on doubles; integer pow squares and multiplies,
+// wrapping, as numpy and kiln's kernels do. Strided walks use precomputed strides and one odometer
+// per tensor, so the cost is O(output * reduction) and nothing is allocated per element.
 //
 // Rounding rule (what makes the oracle agree with kiln's kernels):
 //   - After every op, the result is rounded to the node's dtype when that dtype is an integer
@@ -121,8 +121,7 @@ void eval_unary(Op op, const HostTensor& a, HostTensor& out) {
   KILN_CHECK(false) << "interpreter: unhandled unary op " << op_name(op);
 }
 
-// The integer binary ops; false for Div and Pow, which an integer reads as a double (as kiln's
-// kernels do: true division is float, and integer pow is a float pow wrapped).
+// The integer binary ops; false for Div, which an integer reads as a double (true division).
 bool eval_int_binary(Op op, const HostTensor& a, const HostTensor& b, HostTensor& out) {
   using I = int64_t;
   const auto map2 = [&](auto f) { ::kiln::ir::map2<I>(a, b, out, f); };
@@ -135,6 +134,9 @@ bool eval_int_binary(Op op, const HostTensor& a, const HostTensor& b, HostTensor
       return true;
     case Op::Mul:
       map2(wrapping_mul);
+      return true;
+    case Op::Pow:
+      map2(wrapping_pow);
       return true;
     case Op::Maximum:
       map2([](I x, I y) { return x > y ? x : y; });

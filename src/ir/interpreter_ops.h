@@ -21,6 +21,16 @@ inline int64_t wrapping_sub(int64_t x, int64_t y) {
 inline int64_t wrapping_mul(int64_t x, int64_t y) {
   return static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
 }
+// numpy's integer power (square and multiply, wrapping). numpy refuses a negative exponent (kiln
+// does too when it is a constant); a run-time one gives the integer part of the real power: 1 for
+// a base of 1, +-1 for -1, 0 for any other base (0 included).
+inline int64_t wrapping_pow(int64_t base, int64_t e) {
+  if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
+  uint64_t r = 1, b = static_cast<uint64_t>(base);
+  for (; e != 0; e >>= 1, b *= b)
+    if (e & 1) r *= b;
+  return static_cast<int64_t>(r);
+}
 
 // The elements an op reads and writes: exact ints for integer and bool dtypes, else doubles.
 inline std::vector<int64_t>& elements(HostTensor& t, int64_t) { return t.ints; }

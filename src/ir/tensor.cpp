@@ -271,6 +271,12 @@ Tensor pow(const Tensor& x, const Tensor& y, Loc loc) {
 }
 Tensor pow(const Tensor& x, double y, Loc loc) {
   CallerLoc l(loc);
+  const DType t = node_of(x, "pow")->dtype;
+  if (y < 0 && is_int_value(y) && !is_floating(t))
+    throw DTypeError("pow: x is " + std::string(dtype_name(t)) + " and the exponent " +
+                     std::to_string(static_cast<int64_t>(y)) +
+                     " is a negative integer; numpy does not raise integers to negative integer "
+                     "powers (cast x to a float dtype first)");
   if (y == 2.0) return wrap(ir::make_unary(ir::Op::Square, node_of(x, "pow")));
   return binary(ir::Op::Pow, x, with_scalar(x, y, is_int_value(y)));
 }

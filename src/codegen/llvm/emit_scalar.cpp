@@ -12,6 +12,29 @@ using llvm::Value;
 
 namespace {
 bool is_float_compute(DType t) { return is_floating(t); }
+
+// numpy's integer power, wrapping in the element type: square and multiply over the exponent's
+// bits, without branches (so it vectorizes; a constant exponent folds to its multiplies). A
+// negative exponent gives the integer part of the real power, as the interpreter's wrapping_pow.
+Value* emit_int_pow(llvm::IRBuilder<>& b, Value* base, Value* e) {
+  llvm::Type* t = base->getType();
+  const unsigned bits = t->getScalarSizeInBits();
+  const auto k = [&](uint64_t v) { return llvm::ConstantInt::get(t, v); };
+  if (bits == 1) return b.CreateOr(base, b.CreateNot(e));  // bool ** bool
+  Value* r = k(1);
+  Value* square = base;
+  for (unsigned i = 0; i + 1 < bits; ++i) {  // the sign bit is the negative case below
+    if (i) square = b.CreateMul(square, square);
+    Value* bit_set = b.CreateICmpNE(b.CreateAnd(e, k(uint64_t{1} << i)), k(0));
+    r = b.CreateSelect(bit_set, b.CreateMul(r, square), r);
+  }
+  Value* odd = b.CreateICmpNE(b.CreateAnd(e, k(1)), k(0));
+  Value* minus_one = llvm::ConstantInt::getSigned(t, -1);
+  Value* negative = b.CreateSelect(
+      b.CreateICmpEQ(base, k(1)), k(1),
+      b.CreateSelect(b.CreateICmpEQ(base, minus_one), b.CreateSelect(odd, minus_one, k(1)), k(0)));
+  return b.CreateSelect(b.CreateICmpSLT(e, k(0)), negative, r);
+}
 }  // namespace
 
 llvm::Type* storage_type(llvm::IRBuilder<>& b, DType t) {
@@ -153,14 +176,7 @@ Value* emit_binary(llvm::IRBuilder<>& b, Op op, DType in_t, Value* a, Value* c) 
     case Op::Div:
       return b.CreateFDiv(a, c);
     case Op::Pow:
-      if (fl) return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c);
-      {
-        llvm::Type* d = b.getDoubleTy();
-        Value* r = b.CreateBinaryIntrinsic(llvm::Intrinsic::pow,
-                                           bl ? b.CreateUIToFP(a, d) : b.CreateSIToFP(a, d),
-                                           bl ? b.CreateUIToFP(c, d) : b.CreateSIToFP(c, d));
-        return float_to_int_wrapping(b, r, a->getType());
-      }
+      return fl ? b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c) : emit_int_pow(b, a, c);
     case Op::Maximum:
       if (fl) return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, c);
       return bl ? b.CreateOr(a, c) : b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, c);
