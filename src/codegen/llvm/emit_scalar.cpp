@@ -13,27 +13,60 @@ using llvm::Value;
 namespace {
 bool is_float_compute(DType t) { return is_floating(t); }
 
+// The integer part of base ** e for a negative e (numpy refuses it; this is the interpreter's
+// wrapping_pow rule): 1 for a base of 1, +-1 for -1, 0 for any other base.
+Value* negative_int_pow(llvm::IRBuilder<>& b, Value* base, Value* e) {
+  llvm::Type* t = base->getType();
+  Value* one = llvm::ConstantInt::get(t, 1);
+  Value* minus_one = llvm::ConstantInt::getSigned(t, -1);
+  Value* odd = b.CreateTrunc(e, b.getInt1Ty());
+  return b.CreateSelect(
+      b.CreateICmpEQ(base, one), one,
+      b.CreateSelect(b.CreateICmpEQ(base, minus_one), b.CreateSelect(odd, minus_one, one),
+                     llvm::ConstantInt::get(t, 0)));
+}
+
 // numpy's integer power, wrapping in the element type: square and multiply over the exponent's
-// bits, without branches (so it vectorizes; a constant exponent folds to its multiplies). A
-// negative exponent gives the integer part of the real power, as the interpreter's wrapping_pow.
+// bits. int8 and int32 walk every bit without branches (the element loop still vectorizes, and a
+// constant exponent folds to its multiplies); int64, whose vector multiply x86 lacks, loops only
+// over the exponent's significant bits, as numpy does.
 Value* emit_int_pow(llvm::IRBuilder<>& b, Value* base, Value* e) {
   llvm::Type* t = base->getType();
   const unsigned bits = t->getScalarSizeInBits();
   const auto k = [&](uint64_t v) { return llvm::ConstantInt::get(t, v); };
   if (bits == 1) return b.CreateOr(base, b.CreateNot(e));  // bool ** bool
+  Value* negative = b.CreateICmpSLT(e, k(0));
   Value* r = k(1);
-  Value* square = base;
-  for (unsigned i = 0; i + 1 < bits; ++i) {  // the sign bit is the negative case below
-    if (i) square = b.CreateMul(square, square);
-    Value* bit_set = b.CreateICmpNE(b.CreateAnd(e, k(uint64_t{1} << i)), k(0));
-    r = b.CreateSelect(bit_set, b.CreateMul(r, square), r);
+  if (bits < 64) {
+    Value* square = base;
+    for (unsigned i = 0; i + 1 < bits; ++i) {  // the sign bit is the negative case
+      if (i) square = b.CreateMul(square, square);
+      Value* bit_set = b.CreateICmpNE(b.CreateAnd(e, k(uint64_t{1} << i)), k(0));
+      r = b.CreateSelect(bit_set, b.CreateMul(r, square), r);
+    }
+  } else {
+    Value* bits_of_e = b.CreateSelect(negative, k(0), e);
+    llvm::BasicBlock* pre = b.GetInsertBlock();
+    auto* step = llvm::BasicBlock::Create(b.getContext(), "ipow", pre->getParent());
+    auto* done = llvm::BasicBlock::Create(b.getContext(), "ipow_done", pre->getParent());
+    b.CreateBr(step);
+    b.SetInsertPoint(step);
+    llvm::PHINode* acc = b.CreatePHI(t, 2);
+    llvm::PHINode* square = b.CreatePHI(t, 2);
+    llvm::PHINode* rest = b.CreatePHI(t, 2);  // the exponent's bits not yet applied
+    acc->addIncoming(k(1), pre);
+    square->addIncoming(base, pre);
+    rest->addIncoming(bits_of_e, pre);
+    Value* bit_set = b.CreateTrunc(rest, b.getInt1Ty());
+    r = b.CreateSelect(bit_set, b.CreateMul(acc, square), acc);
+    Value* rest_next = b.CreateLShr(rest, k(1));
+    acc->addIncoming(r, step);
+    square->addIncoming(b.CreateMul(square, square), step);
+    rest->addIncoming(rest_next, step);
+    b.CreateCondBr(b.CreateICmpNE(rest_next, k(0)), step, done);
+    b.SetInsertPoint(done);
   }
-  Value* odd = b.CreateICmpNE(b.CreateAnd(e, k(1)), k(0));
-  Value* minus_one = llvm::ConstantInt::getSigned(t, -1);
-  Value* negative = b.CreateSelect(
-      b.CreateICmpEQ(base, k(1)), k(1),
-      b.CreateSelect(b.CreateICmpEQ(base, minus_one), b.CreateSelect(odd, minus_one, k(1)), k(0)));
-  return b.CreateSelect(b.CreateICmpSLT(e, k(0)), negative, r);
+  return b.CreateSelect(negative, negative_int_pow(b, base, e), r);
 }
 }  // namespace
 
