@@ -153,6 +153,14 @@ TEST_CASE("cache_jit probe", "[.probe]") {
 
 namespace kiln::cache::testing {
 
+ProbeEnv probe_env(const TempDir& tmp, int kernels) {
+  REQUIRE(!tmp.path().empty());
+  ProbeEnv pe;
+  pe.cache_dir = tmp.sub("cache");
+  pe.kernels = kernels;
+  return pe;
+}
+
 // Starts the probe in a new process. Its stdout and stderr go to a log file next to its result.
 ProbeRun start_probe(const ProbeEnv& pe, const std::string& work_dir, const std::string& tag) {
   ProbeRun run;

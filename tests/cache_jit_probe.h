@@ -14,6 +14,8 @@
 #include <map>
 #include <string>
 
+#include "cache_test_util.h"
+
 namespace kiln::cache::testing {
 
 struct ProbeEnv {
@@ -42,6 +44,9 @@ struct ProbeResult {
   }
   int64_t llvm() const { return (*this)["kernels_llvm"]; }
 };
+
+// The environment of a probe of `kernels` kernels on a new cache in `tmp` (which must exist).
+ProbeEnv probe_env(const TempDir& tmp, int kernels);
 
 // Starts the probe in a new process. Its stdout and stderr go to a log file next to its result.
 ProbeRun start_probe(const ProbeEnv& pe, const std::string& work_dir, const std::string& tag);

@@ -108,10 +108,7 @@ TEST_CASE("a corrupted LLVM object entry is recompiled with the right result and
           "[cache][jit][corrupt]" KILN_NEEDS_LLVM) {
   constexpr int kKernels = 6;
   TempDir tmp;
-  REQUIRE(!tmp.path().empty());
-  ProbeEnv pe;
-  pe.cache_dir = tmp.sub("cache");
-  pe.kernels = kKernels;
+  ProbeEnv pe = probe_env(tmp, kKernels);
   ProbeResult cold = run_probe(pe, tmp.path(), "cold");
   check_clean(cold, kKernels);
   const int64_t n = cold.llvm();

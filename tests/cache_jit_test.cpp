@@ -50,10 +50,7 @@ TEST_CASE("JIT kernels round-trip through the disk cache in new processes",
           "[cache][jit]" KILN_NEEDS_LLVM) {
   constexpr int kKernels = 12;
   TempDir tmp;
-  REQUIRE(!tmp.path().empty());
-  ProbeEnv pe;
-  pe.cache_dir = tmp.sub("cache");
-  pe.kernels = kKernels;
+  ProbeEnv pe = probe_env(tmp, kKernels);
 
   ProbeResult cold = run_probe(pe, tmp.path(), "cold");
   check_clean(cold, kKernels);
@@ -94,10 +91,7 @@ TEST_CASE("changing any key component is a miss, an unchanged key is a hit",
           "[cache][jit][key]" KILN_NEEDS_LLVM) {
   constexpr int kKernels = 8;
   TempDir tmp;
-  REQUIRE(!tmp.path().empty());
-  ProbeEnv base;
-  base.cache_dir = tmp.sub("cache");
-  base.kernels = kKernels;
+  ProbeEnv base = probe_env(tmp, kKernels);
   ProbeResult first = run_probe(base, tmp.path(), "base");
   check_clean(first, kKernels);
   REQUIRE(first["disk_hits"] == 0);
@@ -184,10 +178,7 @@ TEST_CASE("the KILN_ISA cap is part of the key", "[cache][jit][key]" KILN_NEEDS_
   }
   constexpr int kKernels = 8;
   TempDir tmp;
-  REQUIRE(!tmp.path().empty());
-  ProbeEnv pe;
-  pe.cache_dir = tmp.sub("cache");
-  pe.kernels = kKernels;
+  ProbeEnv pe = probe_env(tmp, kKernels);
   ProbeResult uncapped = run_probe(pe, tmp.path(), "uncapped");
   check_clean(uncapped, kKernels);
   const int64_t n = uncapped.llvm();
