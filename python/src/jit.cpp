@@ -4,8 +4,11 @@
 // signatures take Function::call with results allocated here (numpy's allocator when small, a
 // pool of reused blocks when large); the GIL is kept for calls under kKeepGilBelowBytes and
 // released otherwise. On a cache miss kiln::Function calls back into Python
-// (kiln._trace.run_trace).
+// (kiln._trace.run_trace). The per-trace state is jit_entry.h's Entry; errors raised while tracing
+// are kept and re-raised by jit_errors.h.
 #include "common.h"
+#include "jit_entry.h"
+#include "jit_errors.h"
 
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
@@ -23,68 +26,6 @@ void clear_trace_loc();  // tensor.cpp
 
 namespace {
 
-// A Python exception raised while tracing, kept (on the thread that traced) so that the caller
-// gets the original exception and traceback rather than its C++ translation.
-struct PendingError {
-  PyObject* type = nullptr;
-  PyObject* value = nullptr;
-  PyObject* tb = nullptr;
-  void clear() {  // GIL held
-    Py_CLEAR(type);
-    Py_CLEAR(value);
-    Py_CLEAR(tb);
-  }
-};
-thread_local PendingError tl_pending;
-
-// One kiln::Function: traced once for an arity, a Python-scalar pattern and static values.
-struct Entry {
-  size_t nargs = 0;
-  uint64_t scalar_mask = 0;  // bit i: argument i was a Python number (weakly typed)
-  nb::object static_key;     // None, or the tuple of static values
-  std::vector<int> static_pos;
-  nb::list static_values;
-  bool single_output = true;  // false: the function returned a tuple or list
-  std::unique_ptr<Function> fn;
-  // Python int arguments a trace cast to a narrower integer dtype: the range each must be in at
-  // a call whose inputs have the dtypes that trace had (numpy raises OverflowError for
-  // int8_array + 300, and takes 300 beside a float32 array). From every trace of `fn`.
-  struct ScalarBound {
-    size_t arg;
-    int64_t lo, hi;
-    std::string dtype;
-    std::vector<DType> inputs;  // the dtypes of the traced inputs
-  };
-  std::vector<ScalarBound> scalar_bounds;
-
-  // Signatures this Function has already compiled, with the dtypes and shapes of their outputs
-  // (kept under the GIL). A call whose inputs match one is a certain cache hit in kiln::Function
-  // (its variants are never evicted), so the extension can allocate the outputs itself and call
-  // Function::call, and may keep the GIL for small inputs without risking a compile under it.
-  struct ArgKey {
-    DType dtype;
-    bool contiguous, aligned;
-    std::vector<int64_t> shape;
-  };
-  struct OutKey {
-    DType dtype;
-    std::vector<int64_t> shape;
-    size_t bytes;
-  };
-  struct Known {
-    std::vector<ArgKey> in;
-    std::vector<OutKey> out;
-    size_t out_bytes = 0;
-  };
-  std::vector<Known> known;
-  size_t last_known = 0;    // index of the last match (tried first)
-  size_t next_replace = 0;  // round-robin slot once `known` is full
-};
-
-// How many signatures per traced function the extension remembers (kiln's default variant limit
-// is 8); beyond this, calls still work, through the allocating path.
-constexpr size_t kMaxKnown = 16;
-
 // Calls whose inputs plus outputs total fewer bytes than this keep the GIL while the kernels run.
 // Releasing and re-acquiring it costs ~0.1-0.2 us (more when other threads wait for it), which is
 // the whole budget of a small call; below 64 KiB a kernel runs for at most a few microseconds
@@ -98,52 +39,6 @@ struct alignas(64) ScalarSlot {
   uint64_t bits = 0;
 };
 constexpr size_t kInlineArgs = 8;
-
-inline bool is_aligned64(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 63) == 0; }
-
-bool matches_known(const Entry::Known& k, std::span<const Array> in) {
-  if (k.in.size() != in.size()) return false;
-  for (size_t i = 0; i < in.size(); ++i) {
-    const Entry::ArgKey& a = k.in[i];
-    const Array& x = in[i];
-    if (a.dtype != x.dtype() || a.shape != x.shape() || a.aligned != is_aligned64(x.data()) ||
-        a.contiguous != x.is_contiguous())
-      return false;
-  }
-  return true;
-}
-
-const Entry::Known* find_known(Entry& e, std::span<const Array> in) {
-  size_t n = e.known.size();
-  if (n == 0) return nullptr;
-  if (e.last_known < n && matches_known(e.known[e.last_known], in)) return &e.known[e.last_known];
-  for (size_t i = 0; i < n; ++i)
-    if (i != e.last_known && matches_known(e.known[i], in)) {
-      e.last_known = i;
-      return &e.known[i];
-    }
-  return nullptr;
-}
-
-void remember(Entry& e, std::span<const Array> in, const std::vector<Array>& outs) {
-  Entry::Known k;
-  k.in.reserve(in.size());
-  for (const Array& x : in)
-    k.in.push_back({x.dtype(), x.is_contiguous(), is_aligned64(x.data()), x.shape()});
-  for (const Array& o : outs) {
-    size_t bytes = static_cast<size_t>(o.numel()) * dtype_size(o.dtype());
-    k.out.push_back({o.dtype(), o.shape(), bytes});
-    k.out_bytes += bytes;
-  }
-  if (e.known.size() < kMaxKnown) {
-    e.known.push_back(std::move(k));
-    e.last_known = e.known.size() - 1;
-  } else {
-    e.last_known = e.next_replace;
-    e.known[e.next_replace] = std::move(k);
-    e.next_replace = (e.next_replace + 1) % kMaxKnown;
-  }
-}
 
 class JitFunction {
  public:
@@ -302,39 +197,7 @@ class JitFunction {
     return result;
   }
 
-  nb::dict stats() const {
-    Stats total;
-    for (const auto& e : entries_) {
-      Stats s = e->fn->stats();
-      total.calls += s.calls;
-      total.compiles += s.compiles;
-      total.memory_hits += s.memory_hits;
-      total.kernel_memory_hits += s.kernel_memory_hits;
-      total.disk_hits += s.disk_hits;
-      total.variants += s.variants;
-      total.variant_limit_hits += s.variant_limit_hits;
-      total.fallbacks += s.fallbacks;
-      for (const auto& [k, v] : s.backend_kernels) total.backend_kernels[k] += v;
-      total.recompile_reasons.insert(total.recompile_reasons.end(), s.recompile_reasons.begin(),
-                                     s.recompile_reasons.end());
-      total.fallback_reasons.insert(total.fallback_reasons.end(), s.fallback_reasons.begin(),
-                                    s.fallback_reasons.end());
-    }
-    nb::dict d;
-    d["calls"] = total.calls;
-    d["compiles"] = total.compiles;
-    d["memory_hits"] = total.memory_hits;  // calls served by an executable already in memory
-    d["kernel_memory_hits"] = total.kernel_memory_hits;  // kernels a compile found in memory
-    d["disk_hits"] = total.disk_hits;
-    d["variants"] = total.variants;
-    d["variant_limit_hits"] = total.variant_limit_hits;
-    d["fallbacks"] = total.fallbacks;
-    d["backend_kernels"] = total.backend_kernels;
-    d["recompile_reasons"] = total.recompile_reasons;
-    d["fallback_reasons"] = total.fallback_reasons;
-    d["traces"] = static_cast<int64_t>(entries_.size());
-    return d;
-  }
+  nb::dict stats() const { return stats_of(entries_); }
 
   const std::string& name() const { return name_; }
   nb::object fn() const { return fn_; }
@@ -364,7 +227,7 @@ class JitFunction {
   // The TraceFn of every Function: calls the Python function with kiln.Tensor proxies.
   std::vector<Tensor> trace(Entry& e, const std::vector<Tensor>& inputs) {
     nb::gil_scoped_acquire gil;
-    tl_pending.clear();
+    forget_trace_error();
     try {
       nb::list tensors;
       for (const Tensor& t : inputs) tensors.append(nb::cast(t));
@@ -373,48 +236,11 @@ class JitFunction {
       clear_trace_loc();
       auto pair = nb::cast<nb::tuple>(res);
       e.single_output = nb::cast<bool>(pair[0]);
-      for (nb::handle note : nb::cast<nb::list>(pair[2])) {
-        auto t = nb::cast<nb::tuple>(note);
-        Entry::ScalarBound b{nb::cast<size_t>(t[0]),
-                             nb::cast<int64_t>(t[1]),
-                             nb::cast<int64_t>(t[2]),
-                             nb::cast<std::string>(t[3]),
-                             {}};
-        for (const Tensor& in : inputs) b.inputs.push_back(in.dtype());
-        auto same = std::find_if(
-            e.scalar_bounds.begin(), e.scalar_bounds.end(),
-            [&](const Entry::ScalarBound& o) { return o.arg == b.arg && o.inputs == b.inputs; });
-        if (same == e.scalar_bounds.end()) {
-          e.scalar_bounds.push_back(std::move(b));
-        } else if (b.lo >= same->lo && b.hi <= same->hi) {
-          *same = std::move(b);
-        }
-      }
+      add_scalar_bounds(e, pair[2], inputs);
       return nb::cast<std::vector<Tensor>>(pair[1]);
     } catch (nb::python_error& err) {
       clear_trace_loc();
-      std::string msg = nb::cast<std::string>(nb::str(err.value()));
-      bool is_shape = err.matches(error_types().shape), is_dtype = err.matches(error_types().dtype),
-           is_device = err.matches(error_types().device);
-      std::string type_name = nb::cast<std::string>(nb::handle(err.type()).attr("__name__"));
-      err.restore();
-      tl_pending.clear();
-      PyErr_Fetch(&tl_pending.type, &tl_pending.value, &tl_pending.tb);
-      PyErr_NormalizeException(&tl_pending.type, &tl_pending.value, &tl_pending.tb);
-      if (tl_pending.tb) PyException_SetTraceback(tl_pending.value, tl_pending.tb);
-      // The traceback should end in the user's function: drop kiln's own frames.
-      try {
-        nb::object tb = nb::module_::import_("kiln._trace")
-                            .attr("clean_exception")(nb::handle(tl_pending.value));
-        Py_CLEAR(tl_pending.tb);
-        if (!tb.is_none()) tl_pending.tb = tb.release().ptr();
-      } catch (nb::python_error&) {
-      }
-      // Another thread waiting on this compile sees the C++ translation of the same error.
-      if (is_shape) throw ShapeError(msg);
-      if (is_dtype) throw DTypeError(msg);
-      if (is_device) throw DeviceError(msg);
-      throw Error("while tracing " + name_ + "(): " + type_name + ": " + msg);
+      keep_trace_error(err, name_);
     }
   }
 
@@ -459,19 +285,11 @@ class JitFunction {
       nb::gil_scoped_release release;
       body();
     } catch (...) {
-      if (tl_pending.value) {
-        PyObject* t = tl_pending.type;
-        PyObject* v = tl_pending.value;
-        PyObject* tb = tl_pending.tb;
-        tl_pending = PendingError{};
-        PyErr_Restore(t, v, tb);  // steals
-        throw nb::python_error();
-      }
-      throw;
+      rethrow_trace_error();
     }
     // A trace error the call recovered from (a symbolic trace that failed, the dim then kept
     // exact) is not this call's error, nor a later one's.
-    tl_pending.clear();
+    forget_trace_error();
   }
 
   Prepared prepare(nb::args& args_in, PyObject* kwargs) {
@@ -617,46 +435,6 @@ int jit_function_traverse(PyObject* self, visitproc visit, void* arg) {
 int jit_function_clear(PyObject* self) {
   if (nb::inst_ready(self)) nb::inst_ptr<JitFunction>(self)->clear();
   return 0;
-}
-
-// Sets the Python error for the exception in flight (the slot below runs outside nanobind's
-// function wrappers, so it translates what they would).
-void set_error_from_current() {
-  try {
-    throw;
-  } catch (nb::python_error& e) {
-    e.restore();
-  } catch (const nb::builtin_exception& e) {
-    PyObject* type = PyExc_RuntimeError;
-    switch (e.type()) {
-      case nb::exception_type::type_error:
-        type = PyExc_TypeError;
-        break;
-      case nb::exception_type::value_error:
-        type = PyExc_ValueError;
-        break;
-      case nb::exception_type::index_error:
-        type = PyExc_IndexError;
-        break;
-      case nb::exception_type::key_error:
-        type = PyExc_KeyError;
-        break;
-      case nb::exception_type::attribute_error:
-        type = PyExc_AttributeError;
-        break;
-      default:
-        break;
-    }
-    PyErr_SetString(type, e.what());
-  } catch (const Error&) {
-    translate_kiln_error(std::current_exception());
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  } catch (...) {
-    PyErr_SetString(PyExc_RuntimeError, "kiln: unknown C++ exception");
-  }
 }
 
 // JitFunction.__call__ as the type's tp_call: no nanobind argument parsing, no kwargs dict, no
