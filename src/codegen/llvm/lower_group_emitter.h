@@ -90,16 +90,28 @@ class Emitter {
   // Rows kernel: the reductions' inputs the root reads again at the same elements (softmax's
   // exp(x - max), summed, then divided by the sum) are kept for the row in row_cache_ when the
   // only reduced axis is the last and its extent is concrete and short; the root reads them there
-  // (row_cache_live_) instead of computing them twice.
+  // (row_cache_live_) instead of computing them twice. Where none fit (a longer or symbolic
+  // row), one of them is kept in the output itself (kept_in_output).
   void plan_row_cache();
   Value* cached_row_value(const Node& n, const Idx& idx);
   // Those reductions' inputs (computed, not loads or views) in the order of g_.nodes.
   std::vector<const Node*> reduced_inputs_read_again();
+  // The first of them whose compute type is the output's storage type (float32 into a float32
+  // output; not float16 or bfloat16): the output can hold it until the root at the same element
+  // overwrites it (the root's value is computed from it first), so it is read there only at
+  // root_idx_ (kept_output_value; elsewhere it is computed again). Null if none.
+  const Node* kept_in_output();
+  Value* output_slot(const Idx& idx);  // the output's element at a domain index
+  Value* kept_output_value(const Idx& idx);
   // Columns kernel: the same, where the one reduced axis has a short concrete extent, kept for a
   // tile's columns over that whole axis in column_cache_; returns the tile, narrowed so that they
-  // fit kColumnCacheBytes (it is left as given where none are kept).
+  // fit kColumnCacheBytes (it is left as given where none are kept). Where none fit (a longer or
+  // symbolic axis), one is kept in the output (plan_column_cache_in_output).
   int64_t plan_column_cache(int64_t tile);
-  Value* column_cache_slot(const Node& n, Value* row);  // at the current column (column_j_)
+  int64_t plan_column_cache_in_output(int64_t tile);
+  bool column_cached(const Node& n) const;
+  // Where n's value at idx is kept (idx at the current column: column_j_ of the tile).
+  Value* column_cache_slot(const Node& n, const Idx& idx);
   Value* cached_column_value(const Node& n, const Idx& idx);
 
   // ---- kernels ----------------------------------------------------------------------------
@@ -135,10 +147,13 @@ class Emitter {
   std::unordered_map<const Node*, Value*> reduce_value_;
   std::unordered_map<const Node*, llvm::AllocaInst*> row_cache_;
   bool row_cache_live_ = false;
+  const Node* row_cache_in_output_ = nullptr;
   std::unordered_map<const Node*, llvm::AllocaInst*> column_cache_;
   int64_t column_cache_tile_ = 0;
   Value* column_j_ = nullptr;  // the columns kernel's position in its tile
   bool column_cache_live_ = false;
+  const Node* column_cache_in_output_ = nullptr;
+  Idx root_idx_;  // the root's index while it is computed (the output's element)
   std::map<std::pair<const Node*, Idx>, Value*> memo_;
 };
 

@@ -107,6 +107,8 @@ Value* Emitter::accumulate_row(const Node& n, Idx idx) {
                              Value* x = emit(input, idx);
                              if (auto c = row_cache_.find(input); c != row_cache_.end())
                                b_.CreateStore(x, b_.CreateInBoundsGEP(x->getType(), c->second, iv));
+                             else if (input == row_cache_in_output_)
+                               b_.CreateStore(x, output_slot(idx));
                              return std::vector<Value*>{reduce_combine(b_, n.op, n.dtype, p[0], x)};
                            });
           return std::vector<Value*>{accumulate(b_, n.op, n.dtype, cur[0], part[0])};
@@ -161,9 +163,12 @@ std::vector<const Node*> Emitter::reduced_inputs_read_again() {
 void Emitter::plan_row_cache() {
   const ir::Shape& dims = g_.domain;
   if (g_.root_is_outer || dims.empty() || g_.reduce_axes.size() != 1 ||
-      g_.reduce_axes[0] != static_cast<int64_t>(dims.size()) - 1 || dims.back().is_symbolic() ||
-      dims.back().value > kRowCache)
+      g_.reduce_axes[0] != static_cast<int64_t>(dims.size()) - 1)
     return;
+  if (dims.back().is_symbolic() || dims.back().value > kRowCache) {
+    row_cache_in_output_ = kept_in_output();
+    return;
+  }
   int64_t bytes = 0;
   llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
   for (const Node* in : reduced_inputs_read_again()) {
@@ -173,13 +178,31 @@ void Emitter::plan_row_cache() {
     bytes += row_bytes;
     row_cache_[in] = eb.CreateAlloca(t, eb.getInt64(dims.back().value));
   }
+  if (row_cache_.empty()) row_cache_in_output_ = kept_in_output();
+}
+
+const Node* Emitter::kept_in_output() {
+  for (const Node* in : reduced_inputs_read_again())
+    if (compute_type(b_, in->dtype) == storage_type(b_, out_storage_)) return in;
+  return nullptr;
+}
+
+Value* Emitter::output_slot(const Idx& idx) {
+  return b_.CreateInBoundsGEP(storage_type(b_, out_storage_), out_ptr_, linearize(idx, g_.domain));
+}
+
+Value* Emitter::kept_output_value(const Idx& idx) {
+  // Only at the element the root is about to overwrite: the others may hold the root already.
+  if (idx != root_idx_) return nullptr;
+  return b_.CreateLoad(storage_type(b_, out_storage_), output_slot(idx));
 }
 
 int64_t Emitter::plan_column_cache(int64_t tile) {
   const ir::Shape& dims = g_.domain;
   if (g_.root_is_outer || g_.reduce_axes.size() != 1) return tile;
   const ir::Dim& reduced = dims[g_.reduce_axes[0]];
-  if (reduced.is_symbolic() || reduced.value == 0) return tile;
+  if (reduced.is_symbolic()) return plan_column_cache_in_output(tile);
+  if (reduced.value == 0) return tile;
   // The inputs kept, as many as leave a tile kMinCachedColumns columns (or all of `tile`).
   const int64_t columns = std::min(tile, kMinCachedColumns);
   std::vector<std::pair<const Node*, llvm::Type*>> kept;
@@ -191,7 +214,7 @@ int64_t Emitter::plan_column_cache(int64_t tile) {
     column_bytes += bytes;
     kept.emplace_back(in, t);
   }
-  if (kept.empty()) return tile;
+  if (kept.empty()) return plan_column_cache_in_output(tile);
   // Whole vectors of columns (a ragged tile's last vector is masked off at every step).
   tile = std::min(tile, kColumnCacheBytes / column_bytes / 16 * 16);
   column_cache_tile_ = tile;
@@ -201,24 +224,37 @@ int64_t Emitter::plan_column_cache(int64_t tile) {
   return tile;
 }
 
-Value* Emitter::column_cache_slot(const Node& n, Value* row) {
+int64_t Emitter::plan_column_cache_in_output(int64_t tile) {
+  column_cache_in_output_ = kept_in_output();
+  return tile;
+}
+
+bool Emitter::column_cached(const Node& n) const {
+  return column_cache_.count(&n) || &n == column_cache_in_output_;
+}
+
+Value* Emitter::column_cache_slot(const Node& n, const Idx& idx) {
+  if (&n == column_cache_in_output_) return output_slot(idx);
   llvm::AllocaInst* a = column_cache_.at(&n);
+  Value* row = idx[static_cast<size_t>(g_.reduce_axes[0])];
   Value* at =
       b_.CreateAdd(mul_nsw(row, b_.getInt64(column_cache_tile_)), column_j_, "", true, true);
   return b_.CreateInBoundsGEP(a->getAllocatedType(), a, at);
 }
 
 Value* Emitter::cached_column_value(const Node& n, const Idx& idx) {
+  if (&n == column_cache_in_output_) return kept_output_value(idx);
   if (!column_cache_.count(&n)) return nullptr;
   // Kept for the tile's column being computed, at every index of the reduced axis.
   const size_t inner = static_cast<size_t>(g_.reduce_axes[0]);
   for (size_t i = 0; i < idx.size(); ++i)
     if (i != inner && !ir::is_one(g_.domain[i]) && idx[i] != outer_idx_[i]) return nullptr;
   llvm::AllocaInst* a = column_cache_.at(&n);
-  return b_.CreateLoad(a->getAllocatedType(), column_cache_slot(n, idx[inner]));
+  return b_.CreateLoad(a->getAllocatedType(), column_cache_slot(n, idx));
 }
 
 Value* Emitter::cached_row_value(const Node& n, const Idx& idx) {
+  if (&n == row_cache_in_output_) return kept_output_value(idx);
   auto it = row_cache_.find(&n);
   if (it == row_cache_.end()) return nullptr;
   // Kept only for the row being computed.
@@ -263,8 +299,9 @@ void Emitter::emit_reduce_rows() {
       store_out(emit(g_.root.get(), ridx), o);
     } else {
       Idx idx = outer_idx_;
-      row_cache_live_ = !row_cache_.empty();
+      row_cache_live_ = !row_cache_.empty() || row_cache_in_output_;
       loop_nest(axes, dims, idx, {}, [&](const std::vector<Value*>&) {
+        root_idx_ = idx;
         store_out(emit(g_.root.get(), idx), linearize(idx, dims));
         return std::vector<Value*>{};
       });
@@ -346,8 +383,7 @@ void Emitter::emit_reduce_columns() {
           for (Value* row : rows) {
             idx[inner] = row;
             xs.push_back(emit(input, idx));
-            if (column_cache_.count(input))
-              b_.CreateStore(xs.back(), column_cache_slot(*input, row));
+            if (column_cached(*input)) b_.CreateStore(xs.back(), column_cache_slot(*input, idx));
           }
           for (size_t width = xs.size(); width > 1; width = (width + 1) / 2)
             for (size_t i = 0; 2 * i + 1 < width; ++i)
@@ -433,10 +469,11 @@ void Emitter::emit_reduce_columns() {
       });
     } else {
       Idx idx = tile_idx;
-      column_cache_live_ = !column_cache_.empty();
+      column_cache_live_ = !column_cache_.empty() || column_cache_in_output_;
       loop_nest(axes, dims, idx, {}, [&](const std::vector<Value*>&) {
         loop(zero, len, {}, [&](Value* j, const std::vector<Value*>&) {
           enter_column(j, idx, reds.size());
+          root_idx_ = idx;
           store_out(emit(g_.root.get(), idx), linearize(idx, dims));
           return std::vector<Value*>{};
         });
