@@ -1,7 +1,8 @@
 """Reductions, kiln.jit vs numpy vs jax.jit (CPU), in the same run: sums along the last axis, along
 leading and middle axes (the columns kernel), over everything, and the patterns built on them
-(centering, softmax over axis 0 of a long and of a short axis, batch statistics). Each result is checked against numpy in
-float64, and the float32 sum of 10^7 copies of 0.1 is printed for each library.
+(centering, softmax over rows of 1024 and of a vocabulary of 32000, softmax over axis 0 of a long
+and of a short axis, batch statistics). Each result is checked against numpy in float64, and the
+float32 sum of 10^7 copies of 0.1 is printed for each library.
 
     python benchmarks/python_reductions.py [--threads 2] [--only rows,columns,...]
 """
@@ -52,8 +53,8 @@ def main():
                         lambda x: (x.mean(axis=0), ((x - x.mean(axis=0, keepdims=True)) ** 2)
                                    .mean(axis=0))),
     }
-    only = set(args.only.split(",")) if args.only else set(cases) | {"softmax_rows", "softmax0",
-                                                                  "softmax0_short"}
+    only = set(args.only.split(",")) if args.only else set(cases) | {
+        "softmax_rows", "softmax_vocab", "softmax0", "softmax0_short"}
     print(machine_line())
     print(f"threads {args.threads}; median of 7 (min-max); ratio = peer time / kiln time")
     print(f"{'case':44s} {'kiln':>22s} {'numpy':>22s} {'jax':>22s}  numpy/kiln  jax/kiln")
@@ -81,13 +82,15 @@ def main():
     for name, (desc, x, fn) in cases.items():
         if name in only:
             run(desc, x, fn, kiln.jit(fn), jax.jit(fn) if jax else None)
-    if "softmax_rows" in only:
-        x = mat(4096, 1024)
-        run("softmax over the last axis, (4096, 1024)", x,
-            lambda x: (lambda e: e / e.sum(axis=-1, keepdims=True))(np.exp(x - x.max(axis=-1, keepdims=True))),
-            kiln.jit(lambda x: kiln.softmax(x, axis=-1)),
-            jax.jit(lambda x: jax.nn.softmax(x, axis=-1)) if jax else None)
-    # A reduced axis of at most 256 rows: the columns kernel keeps exp(x - max) for the root.
+    # Rows of up to 8192 keep exp(x - max) on the stack; longer ones (a vocabulary) in the output.
+    for name, shape in [("softmax_rows", (4096, 1024)), ("softmax_vocab", (64, 32000))]:
+        if name in only:
+            run(f"softmax over the last axis, {shape}", mat(*shape),
+                lambda x: (lambda e: e / e.sum(axis=-1, keepdims=True))(np.exp(x - x.max(axis=-1, keepdims=True))),
+                kiln.jit(lambda x: kiln.softmax(x, axis=-1)),
+                jax.jit(lambda x: jax.nn.softmax(x, axis=-1)) if jax else None)
+    # A reduced axis of at most 256 rows: the columns kernel keeps exp(x - max) for the root on
+    # the stack; a longer one keeps it in the output.
     for name, shape in [("softmax0", (1024, 512)), ("softmax0_short", (256, 3000))]:
         if name in only:
             run(f"softmax over axis 0, {shape}", mat(*shape), lambda x: softmax0(np, x),
