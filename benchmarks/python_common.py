@@ -8,7 +8,12 @@ import time
 
 
 def pin_threads(n):
-    """Pins kiln, numpy's BLAS and XLA to n threads (call before importing them)."""
+    """Pins kiln, numpy's BLAS and XLA to n threads (call before importing them), and the process
+    to n CPUs where it has more: XLA's CPU runtime sizes its own pool by the CPUs it may use, and
+    the threads it starts later inherit the affinity set here."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if 0 < n < len(cpus):
+        os.sched_setaffinity(0, cpus[:n])
     for var in ("KILN_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
