@@ -106,10 +106,8 @@ class Emitter {
   // Columns kernel: the same, where the one reduced axis has a short concrete extent, kept for a
   // tile's columns over that whole axis in column_cache_; returns the tile, narrowed so that they
   // fit kColumnCacheBytes (it is left as given where none are kept). Where none fit (a longer or
-  // symbolic axis), one is kept in the output (plan_column_cache_in_output).
+  // symbolic axis), one is kept in the output (kept_in_output).
   int64_t plan_column_cache(int64_t tile);
-  int64_t plan_column_cache_in_output(int64_t tile);
-  bool column_cached(const Node& n) const;
   // Where n's value at idx is kept (idx at the current column: column_j_ of the tile).
   Value* column_cache_slot(const Node& n, const Idx& idx);
   Value* cached_column_value(const Node& n, const Idx& idx);

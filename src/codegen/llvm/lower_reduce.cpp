@@ -165,13 +165,12 @@ void Emitter::plan_row_cache() {
   if (g_.root_is_outer || dims.empty() || g_.reduce_axes.size() != 1 ||
       g_.reduce_axes[0] != static_cast<int64_t>(dims.size()) - 1)
     return;
-  if (dims.back().is_symbolic() || dims.back().value > kRowCache) {
-    row_cache_in_output_ = kept_in_output();
-    return;
-  }
+  std::vector<const Node*> candidates;  // none on the stack for a long or symbolic row
+  if (!dims.back().is_symbolic() && dims.back().value <= kRowCache)
+    candidates = reduced_inputs_read_again();
   int64_t bytes = 0;
   llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-  for (const Node* in : reduced_inputs_read_again()) {
+  for (const Node* in : candidates) {
     llvm::Type* t = compute_type(b_, in->dtype);
     const int64_t row_bytes = dims.back().value * (t->getPrimitiveSizeInBits() / 8);
     if (bytes + row_bytes > kRowCacheBytes) break;
@@ -201,20 +200,24 @@ int64_t Emitter::plan_column_cache(int64_t tile) {
   const ir::Shape& dims = g_.domain;
   if (g_.root_is_outer || g_.reduce_axes.size() != 1) return tile;
   const ir::Dim& reduced = dims[g_.reduce_axes[0]];
-  if (reduced.is_symbolic()) return plan_column_cache_in_output(tile);
-  if (reduced.value == 0) return tile;
+  if (!reduced.is_symbolic() && reduced.value == 0) return tile;
   // The inputs kept, as many as leave a tile kMinCachedColumns columns (or all of `tile`).
   const int64_t columns = std::min(tile, kMinCachedColumns);
   std::vector<std::pair<const Node*, llvm::Type*>> kept;
   int64_t column_bytes = 0;
-  for (const Node* in : reduced_inputs_read_again()) {
+  std::vector<const Node*> candidates;  // none on the stack for a symbolic axis
+  if (!reduced.is_symbolic()) candidates = reduced_inputs_read_again();
+  for (const Node* in : candidates) {
     llvm::Type* t = compute_type(b_, in->dtype);
     const int64_t bytes = reduced.value * (t->getPrimitiveSizeInBits() / 8);
     if ((column_bytes + bytes) * columns > kColumnCacheBytes) break;
     column_bytes += bytes;
     kept.emplace_back(in, t);
   }
-  if (kept.empty()) return plan_column_cache_in_output(tile);
+  if (kept.empty()) {  // the axis is too long for the stack, or symbolic
+    column_cache_in_output_ = kept_in_output();
+    return tile;
+  }
   // Whole vectors of columns (a ragged tile's last vector is masked off at every step).
   tile = std::min(tile, kColumnCacheBytes / column_bytes / 16 * 16);
   column_cache_tile_ = tile;
@@ -222,15 +225,6 @@ int64_t Emitter::plan_column_cache(int64_t tile) {
   for (const auto& [in, t] : kept)
     column_cache_[in] = eb.CreateAlloca(t, eb.getInt64(reduced.value * tile));
   return tile;
-}
-
-int64_t Emitter::plan_column_cache_in_output(int64_t tile) {
-  column_cache_in_output_ = kept_in_output();
-  return tile;
-}
-
-bool Emitter::column_cached(const Node& n) const {
-  return column_cache_.count(&n) || &n == column_cache_in_output_;
 }
 
 Value* Emitter::column_cache_slot(const Node& n, const Idx& idx) {
@@ -383,7 +377,8 @@ void Emitter::emit_reduce_columns() {
           for (Value* row : rows) {
             idx[inner] = row;
             xs.push_back(emit(input, idx));
-            if (column_cached(*input)) b_.CreateStore(xs.back(), column_cache_slot(*input, idx));
+            if (column_cache_.count(input) || input == column_cache_in_output_)
+              b_.CreateStore(xs.back(), column_cache_slot(*input, idx));
           }
           for (size_t width = xs.size(); width > 1; width = (width + 1) / 2)
             for (size_t i = 0; 2 * i + 1 < width; ++i)
