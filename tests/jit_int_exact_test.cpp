@@ -135,6 +135,29 @@ TEST_CASE("jit ints: sums, max, min and matmul are exact (and wrap) across the i
   }
 }
 
+TEST_CASE("jit ints: integral C++ numbers past 2^53 reach the kernels exactly",
+          "[jit][ints]" KILN_NEEDS_LLVM) {
+  // 2^53 + 1 has no double; the inputs hold it and its neighbours (wide_int's values near 2^53).
+  constexpr int64_t big = (int64_t{1} << 53) + 1;
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    Rng rng(seed * 17 + 11);
+    TestArray x =
+        wide_array(rng, shape_of(rng, static_cast<int>(seed % 3) + 1), DType::i64, layout_n(seed));
+    check_against_reference(
+        [](Tensor a) {
+          return std::vector<Tensor>{a + big,
+                                     big - a,
+                                     a * big,
+                                     a == big,
+                                     a < big,
+                                     a >= -big,
+                                     kiln::clip(a, -9, 9) * big,
+                                     kiln::pow(a, 3)};
+        },
+        {x}, {.label = label("integral scalars", DType::i64, seed)});
+  }
+}
+
 TEST_CASE("jit ints: integer pow is exact past 2^53 and wraps, for run-time and constant exponents",
           "[jit][ints]" KILN_NEEDS_LLVM) {
   // Bases whose powers pass 2^53 and wrap (odd ones keep low bits set at every exponent), and

@@ -4,6 +4,7 @@
 
 #include <kiln/dtype.h>
 
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -121,8 +122,67 @@ Tensor operator>(const Tensor& a, double b);
 Tensor operator<=(const Tensor& a, double b);
 Tensor operator>=(const Tensor& a, double b);
 
-// Binary op with a Python/C++ scalar on either side (numpy weak-scalar promotion).
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+
+// Binary op with a Python/C++ scalar on either side (numpy weak-scalar promotion). An integral
+// double outside an integer tensor's dtype acts as a float (int8 x + 300.0 is float64, as numpy's
+// x + 300.0; it wrapped to 44 before).
 Tensor with_scalar(const Tensor& t, double value, bool scalar_is_integer);
+
+// Integer C++ numbers (int, int64_t, size_t, char, ...; not bool) are taken exactly, as Python
+// passes its ints: the number takes the tensor's dtype (int64 beside a bool tensor), an int64 past
+// 2^53 is not rounded through a double, arithmetic with a number outside an integer tensor's dtype
+// is a DTypeError (numpy raises OverflowError), and a comparison with one answers for every
+// element (an int8 x < 1000 is all true, as numpy's).
+template <typename T>
+concept IntegerScalar = std::integral<T> && !std::same_as<T, bool>;
+
+// An integer's sign and magnitude: every integral type's values, int64's and uint64's alike.
+struct IntegerValue {
+  bool negative = false;
+  uint64_t magnitude = 0;
+  IntegerValue() = default;
+  template <IntegerScalar T>
+  constexpr IntegerValue(T v)  // NOLINT: implicit by design
+      : negative(v < 0),
+        magnitude(v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v)) {}
+};
+
+enum class ScalarOp : uint8_t { add, sub, mul, div, lt, le, gt, ge, eq, ne };
+
+// t OP value, or value OP t with scalar_first (the operators below call it).
+Tensor integer_scalar_op(ScalarOp op, const Tensor& t, IntegerValue value,
+                         bool scalar_first = false);
+Tensor integer_scalar(IntegerValue value, DType dtype, Loc loc = Loc::current());
+Tensor integer_pow(const Tensor& x, IntegerValue y, Loc loc = Loc::current());
+
+// An integer C++ number as a constant of `dtype`, exactly (a DTypeError where it is outside an
+// integer dtype).
+template <IntegerScalar T>
+Tensor scalar(T value, DType dtype, Loc loc = Loc::current()) {
+  return integer_scalar(value, dtype, loc);
+}
+#define KILN_INTEGER_SCALAR_OP(OP, NAME)                                   \
+  template <IntegerScalar T>                                               \
+  Tensor operator OP(const Tensor& a, T b) {                               \
+    return integer_scalar_op(ScalarOp::NAME, a, b);                        \
+  }                                                                        \
+  template <IntegerScalar T>                                               \
+  Tensor operator OP(T a, const Tensor& b) {                               \
+    return integer_scalar_op(ScalarOp::NAME, b, a, /*scalar_first=*/true); \
+  }
+KILN_INTEGER_SCALAR_OP(+, add)
+KILN_INTEGER_SCALAR_OP(-, sub)
+KILN_INTEGER_SCALAR_OP(*, mul)
+KILN_INTEGER_SCALAR_OP(/, div)
+KILN_INTEGER_SCALAR_OP(<, lt)
+KILN_INTEGER_SCALAR_OP(<=, le)
+KILN_INTEGER_SCALAR_OP(>, gt)
+KILN_INTEGER_SCALAR_OP(>=, ge)
+KILN_INTEGER_SCALAR_OP(==, eq)
+KILN_INTEGER_SCALAR_OP(!=, ne)
+#undef KILN_INTEGER_SCALAR_OP
 
 Tensor exp(const Tensor& x, Loc loc = Loc::current());
 Tensor log(const Tensor& x, Loc loc = Loc::current());
@@ -139,6 +199,10 @@ Tensor square(const Tensor& x, Loc loc = Loc::current());
 Tensor neg(const Tensor& x, Loc loc = Loc::current());
 Tensor pow(const Tensor& x, const Tensor& y, Loc loc = Loc::current());
 Tensor pow(const Tensor& x, double y, Loc loc = Loc::current());
+template <IntegerScalar T>
+Tensor pow(const Tensor& x, T y, Loc loc = Loc::current()) {
+  return integer_pow(x, y, loc);
+}
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor minimum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor clip(const Tensor& x, std::optional<double> lo, std::optional<double> hi,

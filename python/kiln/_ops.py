@@ -87,10 +87,13 @@ def clip(x, a_min=None, a_max=None):
     if scalar_ok and cat > 0:
         # An int bound past an integer dtype's range bounds nothing on that side (numpy's result);
         # converted as it is, it wrapped (int8 clip(-1000, 1000) gave -24 for every element).
+        # They go in as ints: through a double an int64 bound past 2**53 rounded, and one past 9e15
+        # made the result float64.
         if cat == 1:
             info = np.iinfo(t._impl.dtype)
-            a_min = None if a_min is None else builtins.min(builtins.max(a_min, info.min), info.max)
-            a_max = None if a_max is None else builtins.min(builtins.max(a_max, info.min), info.max)
+            lo, hi = (None if v is None else int(builtins.min(builtins.max(v, info.min), info.max))
+                      for v in (a_min, a_max))
+            return Tensor(_call(_ops.clip_int, t._impl, lo, hi), weak=t._weak)
         lo = None if a_min is None else float(a_min)
         hi = None if a_max is None else float(a_max)
         return Tensor(_call(_ops.clip, t._impl, lo, hi), weak=t._weak)

@@ -118,11 +118,25 @@ def _weak_scalar(value, other: "Tensor | None") -> "Tensor":
         oname = other._impl.dtype
         if cat <= _dtypes.category(oname):
             if cat == 1 and oname.startswith("int"):
-                info = np.iinfo(oname)
-                if not info.min <= value <= info.max:
-                    raise OverflowError(f"Python integer {value} out of bounds for {oname}")
+                _check_int_bounds(value, oname)
             return Tensor(_scalar(value, oname), weak=True)
     return Tensor(_scalar(value, default), weak=True)
+
+
+def _check_int_bounds(value, name):
+    info = np.iinfo(name)
+    if not info.min <= value <= info.max:
+        raise OverflowError(f"Python integer {value} out of bounds for {name}")
+
+
+def _is_python_int(x):
+    return isinstance(x, int) and not isinstance(x, (bool, np.generic))
+
+
+def _int_parts(value):
+    """A Python int as the sign and magnitude C++'s IntegerValue takes; a magnitude past 2**64 - 1,
+    beyond every integer dtype, is bounded by it."""
+    return value < 0, min(abs(value), 2**64 - 1)
 
 
 def _scalar(value, name):
@@ -195,6 +209,16 @@ def _pair(a, b):
         tb = as_tensor(b, ta)
     ta, tb = _apply_weak(ta, tb), _apply_weak(tb, ta)
     return ta, tb
+
+
+def _compare(name, a, b):
+    """a OP b. A Python int beside a strong integer or bool tensor is compared exactly, and one past
+    the tensor's dtype answers for every element as numpy's does (an int8 x < 1000 is all True;
+    it raised OverflowError)."""
+    if (isinstance(a, Tensor) and not a._weak and _is_python_int(b)
+            and _dtypes.category(a._impl.dtype) <= 1):
+        return Tensor(_call(_ops.compare_int, name, a._impl, *_int_parts(b)))
+    return _binary(getattr(_ops, name), a, b)
 
 
 def _binary(op, a, b, *, true_divide=False):
@@ -394,22 +418,22 @@ class Tensor:
 
     # --- comparisons (bool tensors)
     def __lt__(self, o):
-        return _binary(_ops.lt, self, o)
+        return _compare("lt", self, o)
 
     def __le__(self, o):
-        return _binary(_ops.le, self, o)
+        return _compare("le", self, o)
 
     def __gt__(self, o):
-        return _binary(_ops.gt, self, o)
+        return _compare("gt", self, o)
 
     def __ge__(self, o):
-        return _binary(_ops.ge, self, o)
+        return _compare("ge", self, o)
 
     def __eq__(self, o):
-        return _binary(_ops.eq, self, o)
+        return _compare("eq", self, o)
 
     def __ne__(self, o):
-        return _binary(_ops.ne, self, o)
+        return _compare("ne", self, o)
 
     # --- indexing and methods
     def __getitem__(self, key):
@@ -448,8 +472,12 @@ def _pow(a, b):
         cat = 1 if isinstance(b, int) else 2
         name = a._impl.dtype
         if a._weak is False and cat <= _dtypes.category(name):
-            if cat == 1 and name.startswith("int") and b < 0:
-                raise ValueError("Integers to negative integer powers are not allowed.")
+            if cat == 1 and name.startswith("int"):
+                # Exactly, as an int (through a double x ** (2**62) was float64).
+                if b < 0:
+                    raise ValueError("Integers to negative integer powers are not allowed.")
+                _check_int_bounds(b, name)
+                return Tensor(_call(_ops.pow_int, a._impl, *_int_parts(b)))
             return Tensor(_call(_ops.pow_scalar, a._impl, float(b)))
     return _binary(_ops.pow, a, b)
 

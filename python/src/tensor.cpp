@@ -34,6 +34,23 @@ Axes axes_of(const std::optional<std::vector<int>>& axes) {
 
 Tensor opt(const std::optional<Tensor>& t) { return t ? *t : Tensor{}; }
 
+IntegerValue integer_value(bool negative, uint64_t magnitude) {
+  IntegerValue v;
+  v.negative = negative && magnitude != 0;
+  v.magnitude = magnitude;
+  return v;
+}
+
+ScalarOp comparison_of(const std::string& op) {
+  if (op == "lt") return ScalarOp::lt;
+  if (op == "le") return ScalarOp::le;
+  if (op == "gt") return ScalarOp::gt;
+  if (op == "ge") return ScalarOp::ge;
+  if (op == "eq") return ScalarOp::eq;
+  if (op == "ne") return ScalarOp::ne;
+  throw Error("compare_int: op is '" + op + "', expected lt, le, gt, ge, eq or ne");
+}
+
 using IndexSpec = std::tuple<int, int64_t, std::optional<int64_t>, std::optional<int64_t>,
                              std::optional<int64_t>>;
 
@@ -83,6 +100,15 @@ void init_tensor(nb::module_& m) {
   o.def("ne", [](const Tensor& a, const Tensor& b) { return a != b; });
   o.def("pow", [](const Tensor& a, const Tensor& b) { return kiln::pow(a, b); });
   o.def("pow_scalar", [](const Tensor& a, double b) { return kiln::pow(a, b); });
+  // A Python int as its sign and magnitude (the caller bounds the magnitude by 2^64 - 1, past
+  // every integer dtype), exactly: kiln::IntegerValue.
+  o.def("pow_int", [](const Tensor& a, bool negative, uint64_t magnitude) {
+    return kiln::integer_pow(a, integer_value(negative, magnitude));
+  });
+  o.def("compare_int",
+        [](const std::string& op, const Tensor& a, bool negative, uint64_t magnitude) {
+          return kiln::integer_scalar_op(comparison_of(op), a, integer_value(negative, magnitude));
+        });
   o.def("maximum", [](const Tensor& a, const Tensor& b) { return kiln::maximum(a, b); });
   o.def("minimum", [](const Tensor& a, const Tensor& b) { return kiln::minimum(a, b); });
   o.def("matmul", [](const Tensor& a, const Tensor& b) { return kiln::matmul(a, b); });
@@ -90,6 +116,14 @@ void init_tensor(nb::module_& m) {
         [](const Tensor& c, const Tensor& a, const Tensor& b) { return kiln::where(c, a, b); });
   o.def("clip", [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
     return kiln::clip(x, lo, hi);
+  });
+  // Integer bounds already inside x's integer dtype, exactly (through a double an int64 bound
+  // past 2^53 rounded, and past 9e15 made the result float64).
+  o.def("clip_int", [](const Tensor& x, std::optional<int64_t> lo, std::optional<int64_t> hi) {
+    Tensor r = x;
+    if (lo) r = kiln::maximum(r, kiln::scalar(*lo, x.dtype()));
+    if (hi) r = kiln::minimum(r, kiln::scalar(*hi, x.dtype()));
+    return r;
   });
 
   o.def("sum", [](const Tensor& x, std::optional<std::vector<int>> axes, bool keepdims) {

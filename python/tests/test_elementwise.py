@@ -355,3 +355,37 @@ def test_clip_bounds_past_an_integer_dtypes_range_bound_nothing():
         got = kiln.jit(lambda x: kiln.clip(x, lo, hi))(x)
         assert got.dtype == np.int8
         np.testing.assert_array_equal(got, np.clip(x.astype(np.int64), lo, hi).clip(-128, 127))
+
+
+def test_int64_clip_bounds_and_pow_exponents_past_2_53_stay_integers():
+    # They went in as doubles: a bound or exponent past 9e15 made the result float64
+    # (clip(x, 0, 2**62) and x ** (2**62) on int64 were float64, the latter inf).
+    x = np.array([1, 2, 2**62 + 1, -(2**63), 3**39], np.int64)
+    for lo, hi in [(0, 2**62), (-(2**53) - 1, 2**53 + 1), (None, 2**63 + 5), (-(2**70), None)]:
+        got = kiln.jit(lambda x: kiln.clip(x, lo, hi))(x)
+        assert got.dtype == np.int64
+        want = np.clip(x, None if lo is None else max(lo, -(2**63)), None if hi is None else min(hi, 2**63 - 1))
+        np.testing.assert_array_equal(got, want)
+    for e in [2**62, 2**62 + 1, 2**63 - 1, 3]:
+        got = kiln.jit(lambda x: x ** e)(x)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, x ** e)
+    with pytest.raises(OverflowError, match="300 out of bounds for int8"):
+        kiln.jit(lambda x: x ** 300)(np.ones(3, np.int8))  # numpy's error; it wrapped to x ** 44
+
+
+def test_comparisons_with_ints_past_the_dtype_answer_as_numpy():
+    # numpy compares an int8 array with 1000 (all less); kiln raised OverflowError.
+    x = np.array([-128, -1, 0, 127], np.int8)
+    y = np.array([2**62 + 1, -(2**63), 2**63 - 1, 0], np.int64)
+    cases = [lambda a: a < 1000, lambda a: a <= 128, lambda a: a > -129, lambda a: a >= 2**70,
+             lambda a: a == 128, lambda a: a != -(2**64), lambda a: 1000 > a, lambda a: -129 < a,
+             lambda a: a < 127, lambda a: a == 2**62 + 1, lambda a: a > 2**63 - 1]
+    for fn in cases:
+        for v in (x, y):
+            got = kiln.jit(fn)(v)
+            assert got.dtype == np.bool_
+            np.testing.assert_array_equal(got, fn(v))
+    # Arithmetic with them still raises, as numpy's.
+    with pytest.raises(OverflowError, match="1000 out of bounds for int8"):
+        kiln.jit(lambda a: a + 1000)(x)

@@ -1,7 +1,7 @@
 // The public kiln::Tensor API: every operation records IR nodes through the factories in
 // builder.h, under the caller's source location.
-#include "ir/builder.h"
 #include "ir/caller_loc.h"
+#include "ir/tensor_access.h"
 
 #include <kiln/errors.h>
 #include <kiln/tensor.h>
@@ -16,15 +16,11 @@ using ir::CallerLoc;
 
 using ir::NodePtr;
 
+using ir::binary;
+using ir::node_of;
+using ir::wrap;
+
 namespace {
-
-const NodePtr& node_of(const Tensor& t, const char* op, const char* what = "operand") {
-  if (!t.defined())
-    throw Error(std::string(op) + ": " + what + " is an undefined Tensor (default-constructed)");
-  return t.node();
-}
-
-Tensor wrap(NodePtr n) { return Tensor(std::move(n)); }
 
 std::vector<int64_t> all_axes(int64_t n) {
   std::vector<int64_t> a(n);
@@ -35,12 +31,6 @@ std::vector<int64_t> all_axes(int64_t n) {
 std::vector<int64_t> to_axes(const Axes& axes, int64_t ndim) {
   if (axes.all) return all_axes(ndim);
   return std::vector<int64_t>(axes.axes.begin(), axes.axes.end());
-}
-
-Tensor binary(ir::Op op, const Tensor& a, const Tensor& b) {
-  const char* name = ir::op_name(op).data();
-  return wrap(
-      ir::make_binary(op, node_of(a, name, "left operand"), node_of(b, name, "right operand")));
 }
 
 Tensor unary(ir::Op op, const Tensor& x, const Loc& loc) {
@@ -194,11 +184,6 @@ Tensor Tensor::index(const std::vector<Index>& idx, Loc loc) const {
   return wrap(ir::make_reshape(r, final_shape));
 }
 
-Tensor scalar(double value, DType dtype, Loc loc) {
-  CallerLoc l(loc);
-  return wrap(ir::make_scalar(value, dtype));
-}
-
 Tensor constant(const void* data, std::vector<int64_t> shape, DType dtype, Loc loc) {
   CallerLoc l(loc);
   for (int64_t d : shape)
@@ -209,22 +194,6 @@ Tensor constant(const void* data, std::vector<int64_t> shape, DType dtype, Loc l
   if (bytes) std::memcpy(buf.data(), data, bytes);
   return wrap(ir::make_constant(dtype, std::move(s), std::move(buf)));
 }
-
-Tensor with_scalar(const Tensor& t, double value, bool scalar_is_integer) {
-  DType td = node_of(t, "scalar operand")->dtype;
-  DType sd = td;
-  // numpy (NEP 50): a Python scalar takes the tensor's dtype, except a float scalar with an
-  // integer/bool tensor (float64) and an int scalar with a bool tensor (int64).
-  if (!scalar_is_integer && !is_floating(td))
-    sd = DType::f64;
-  else if (scalar_is_integer && td == DType::boolean)
-    sd = DType::i64;
-  return Tensor(ir::make_scalar(value, sd));
-}
-
-namespace {
-bool is_int_value(double v) { return std::nearbyint(v) == v && std::abs(v) < 9.0e15; }
-}  // namespace
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return binary(ir::Op::Add, a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return binary(ir::Op::Sub, a, b); }
@@ -237,21 +206,6 @@ Tensor operator>(const Tensor& a, const Tensor& b) { return binary(ir::Op::Gt, a
 Tensor operator>=(const Tensor& a, const Tensor& b) { return binary(ir::Op::Ge, a, b); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return binary(ir::Op::Eq, a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return binary(ir::Op::Ne, a, b); }
-
-#define KILN_SCALAR_OPS(OP)                         \
-  Tensor operator OP(const Tensor& a, double b) {   \
-    return a OP with_scalar(a, b, is_int_value(b)); \
-  }                                                 \
-  Tensor operator OP(double a, const Tensor& b) { return with_scalar(b, a, is_int_value(a)) OP b; }
-KILN_SCALAR_OPS(+)
-KILN_SCALAR_OPS(-)
-KILN_SCALAR_OPS(*)
-KILN_SCALAR_OPS(/)
-#undef KILN_SCALAR_OPS
-Tensor operator<(const Tensor& a, double b) { return a < with_scalar(a, b, is_int_value(b)); }
-Tensor operator>(const Tensor& a, double b) { return a > with_scalar(a, b, is_int_value(b)); }
-Tensor operator<=(const Tensor& a, double b) { return a <= with_scalar(a, b, is_int_value(b)); }
-Tensor operator>=(const Tensor& a, double b) { return a >= with_scalar(a, b, is_int_value(b)); }
 
 Tensor exp(const Tensor& x, Loc loc) { return unary(ir::Op::Exp, x, loc); }
 Tensor log(const Tensor& x, Loc loc) { return unary(ir::Op::Log, x, loc); }
@@ -269,17 +223,6 @@ Tensor pow(const Tensor& x, const Tensor& y, Loc loc) {
   CallerLoc l(loc);
   return binary(ir::Op::Pow, x, y);
 }
-Tensor pow(const Tensor& x, double y, Loc loc) {
-  CallerLoc l(loc);
-  const DType t = node_of(x, "pow")->dtype;
-  if (y < 0 && is_int_value(y) && !is_floating(t))
-    throw DTypeError("pow: x is " + std::string(dtype_name(t)) + " and the exponent " +
-                     std::to_string(static_cast<int64_t>(y)) +
-                     " is a negative integer; numpy does not raise integers to negative integer "
-                     "powers (cast x to a float dtype first)");
-  if (y == 2.0) return wrap(ir::make_unary(ir::Op::Square, node_of(x, "pow")));
-  return binary(ir::Op::Pow, x, with_scalar(x, y, is_int_value(y)));
-}
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) {
   CallerLoc l(loc);
   return binary(ir::Op::Maximum, a, b);
@@ -287,13 +230,6 @@ Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) {
 Tensor minimum(const Tensor& a, const Tensor& b, Loc loc) {
   CallerLoc l(loc);
   return binary(ir::Op::Minimum, a, b);
-}
-Tensor clip(const Tensor& x, std::optional<double> lo, std::optional<double> hi, Loc loc) {
-  CallerLoc l(loc);
-  Tensor r = x;
-  if (lo) r = binary(ir::Op::Maximum, r, with_scalar(x, *lo, is_int_value(*lo)));
-  if (hi) r = binary(ir::Op::Minimum, r, with_scalar(x, *hi, is_int_value(*hi)));
-  return r;
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
   CallerLoc l(loc);
