@@ -120,7 +120,7 @@ def _weak_scalar(value, other: "Tensor | None") -> "Tensor":
             if cat == 1 and oname.startswith("int"):
                 _check_int_bounds(value, oname)
             return Tensor(_scalar(value, oname), weak=True)
-    return Tensor(_scalar(value, default), weak=True)
+    return Tensor(_scalar(value, default), weak=True, affine=(None, 0, value) if cat == 1 else None)
 
 
 def _check_int_bounds(value, name):
@@ -165,21 +165,56 @@ def as_tensor(x, like: "Tensor | None" = None) -> "Tensor":
     raise _kiln.DTypeError(f"cannot use a {type(x).__name__} as a kiln tensor")
 
 
-# The trace running on this thread: {argument index: (lo, hi, dtype name)}, the range each Python
-# int argument must be in at a call (numpy raises OverflowError for int8_array + 300; the value
-# is known only at the call, and the cast to int8 is in the graph). Set by _trace.run_trace.
+# The trace running on this thread: {(argument index, m, c): (lo, hi, dtype name)}, the range
+# each Python int argument s must be in at a call for m * s + c to fit the integer dtype it was
+# cast to (numpy raises OverflowError for int8_array + 300 and for int8_array + 2 * 100, computing
+# 2 * 100 in Python; the value is known only at the call, and the cast is in the graph). Set by
+# _trace.run_trace.
 scalar_bounds = threading.local()
 
+_INT64 = np.iinfo(np.int64)
 
-def _note_scalar_bound(arg, name):
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+def _note_scalar_bound(affine, name):
+    """Records that the weak int `affine` describes meets a tensor of integer dtype `name`."""
+    arg, m, c = affine
+    info = np.iinfo(name)
+    if arg is None or m == 0:  # a constant: numpy's error now, as for a literal
+        _check_int_bounds(c, name)
+        return
     bounds = getattr(scalar_bounds, "current", None)
     if bounds is None:
         return
-    info = np.iinfo(name)
-    lo, hi, narrowest = bounds.get(arg, (info.min, info.max, name))
-    if info.max - info.min < hi - lo:
+    if m > 0:
+        lo, hi = _ceil_div(int(info.min) - c, m), (int(info.max) - c) // m
+    else:
+        lo, hi = _ceil_div(int(info.max) - c, m), (int(info.min) - c) // m
+    old_lo, old_hi, narrowest = bounds.get((arg, m, c), (lo, hi, name))
+    if hi - lo < old_hi - old_lo:
         narrowest = name
-    bounds[arg] = (max(lo, int(info.min)), min(hi, int(info.max)), narrowest)
+    lo, hi = max(lo, old_lo, int(_INT64.min)), min(hi, old_hi, int(_INT64.max))
+    bounds[(arg, m, c)] = (lo, hi, narrowest)
+
+
+# How m * s + c combines through +, - and * of two weak ints (None: not of that form).
+def _affine_of(op, a, b):
+    if a is None or b is None:
+        return None
+    (arg_a, m_a, c_a), (arg_b, m_b, c_b) = a, b
+    if arg_a is not None and arg_b is not None and arg_a != arg_b:
+        return None
+    arg = arg_a if arg_a is not None else arg_b
+    if op is _ops.add:
+        return arg, m_a + m_b, c_a + c_b
+    if op is _ops.sub:
+        return arg, m_a - m_b, c_a - c_b
+    if op is _ops.mul and (m_a == 0 or m_b == 0):  # one side is a constant
+        return arg, m_a * c_b + m_b * c_a, c_a * c_b
+    return None
 
 
 def _apply_weak(t: "Tensor", other: "Tensor") -> "Tensor":
@@ -189,8 +224,8 @@ def _apply_weak(t: "Tensor", other: "Tensor") -> "Tensor":
         return t
     tname, oname = t._impl.dtype, other._impl.dtype
     if tname != oname and _dtypes.category(tname) <= _dtypes.category(oname):
-        if t._arg is not None and tname == "int64" and oname.startswith("int"):
-            _note_scalar_bound(t._arg, oname)
+        if t._affine is not None and tname == "int64" and oname.startswith("int"):
+            _note_scalar_bound(t._affine, oname)
         return Tensor(_call(_ops.astype, t._impl, oname), weak=True)
     return t
 
@@ -218,6 +253,13 @@ def _compare(name, a, b):
     if (isinstance(a, Tensor) and not a._weak and _is_python_int(b)
             and _dtypes.category(a._impl.dtype) <= 1):
         return Tensor(_call(_ops.compare_int, name, a._impl, *_int_parts(b)))
+    # A Python int argument beside a narrower integer tensor: compared in int64, exactly (narrowed
+    # to the tensor's dtype it raised OverflowError where numpy answers).
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._weak != b._weak:
+        weak, strong = (a, b) if a._weak else (b, a)
+        if weak._impl.dtype == "int64" and strong._impl.dtype in ("int8", "int32"):
+            wide = Tensor(_call(_ops.astype, strong._impl, "int64"))
+            a, b = (a, wide) if a is weak else (wide, b)
     return _binary(getattr(_ops, name), a, b)
 
 
@@ -227,7 +269,9 @@ def _binary(op, a, b, *, true_divide=False):
     if true_divide and _dtypes.category(x.dtype) < 2 and _dtypes.category(y.dtype) < 2:
         x = _call(_ops.astype, x, "float64")
         y = _call(_ops.astype, y, "float64")
-    return Tensor(_call(op, x, y), weak=ta._weak and tb._weak)
+    weak = ta._weak and tb._weak
+    affine = _affine_of(op, ta._affine, tb._affine) if weak and not true_divide else None
+    return Tensor(_call(op, x, y), weak=weak, affine=affine)
 
 
 def _unary(op, x, *extra):
@@ -293,15 +337,17 @@ def _index_specs(key, ndim):
 class Tensor:
     """The traced value inside a @kiln.jit function (nothing is computed while tracing)."""
 
-    __slots__ = ("_impl", "_weak", "_arg")
+    __slots__ = ("_impl", "_weak", "_affine")
     # numpy defers to Tensor's reflected operators (array + tensor -> Tensor.__radd__).
     __array_ufunc__ = None
     __array_priority__ = 1000
 
-    def __init__(self, impl, weak=False, arg=None):
+    def __init__(self, impl, weak=False, affine=None):
         self._impl = impl
         self._weak = weak
-        self._arg = arg  # the argument index of a Python number argument itself
+        # A weak int that is m * s + c for one Python int argument s: (argument index, m, c), the
+        # argument itself (i, 1, 0), a Python int literal (None, 0, c); None for anything else.
+        self._affine = affine
 
     # --- properties
     @property
@@ -403,7 +449,11 @@ class Tensor:
         return _binary(_ops.matmul, o, self)
 
     def __neg__(self):
-        return _unary(_ops.neg, self)
+        out = _unary(_ops.neg, self)
+        if self._affine is not None:
+            arg, m, c = self._affine
+            out._affine = (arg, -m, -c)
+        return out
 
     def __pos__(self):
         return self

@@ -15,8 +15,8 @@ _KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 def run_trace(fn, impls, nargs, static_pos, static_values, scalar_mask):
     """Returns (single_output, [TensorImpl], bounds) for fn traced on `impls` (the tensor
     arguments) with the static arguments in their positions; bounds: [(argument index, lo, hi,
-    dtype name)], the range a Python int argument must be in at each call (it was cast to a
-    narrower integer dtype)."""
+    dtype name, m, c)], the range a Python int argument s must be in at each call for m * s + c,
+    cast to a narrower integer dtype, to fit it."""
     static = dict(zip(static_pos, static_values))
     args = []
     it = iter(impls)
@@ -25,7 +25,7 @@ def run_trace(fn, impls, nargs, static_pos, static_values, scalar_mask):
             args.append(static[i])
         else:
             scalar = bool((scalar_mask >> i) & 1)
-            args.append(Tensor(next(it), weak=scalar, arg=i if scalar else None))
+            args.append(Tensor(next(it), weak=scalar, affine=(i, 1, 0) if scalar else None))
     bounds = {}
     outer = getattr(_tensor.scalar_bounds, "current", None)
     _tensor.scalar_bounds.current = bounds
@@ -33,7 +33,7 @@ def run_trace(fn, impls, nargs, static_pos, static_values, scalar_mask):
         out = fn(*args)
     finally:
         _tensor.scalar_bounds.current = outer
-    notes = [(arg, lo, hi, name) for arg, (lo, hi, name) in sorted(bounds.items())]
+    notes = [(arg, lo, hi, name, m, c) for (arg, m, c), (lo, hi, name) in sorted(bounds.items())]
     if isinstance(out, (tuple, list)):
         if len(out) == 0:
             raise ValueError(f"{_name(fn)} returned an empty {type(out).__name__}: nothing to compute")

@@ -99,9 +99,9 @@ class JitFunction {
   // from a wrapped value, is dropped).
   PyObject* run_bounded(Entry& e, PyObject* args, std::span<const Array> in, size_t in_bytes) {
     check_scalar_bounds(e, args, in);
-    const size_t known = e.scalar_bounds.size();
+    const uint64_t version = e.scalar_bounds_version;
     PyObject* res = run(e, in, in_bytes);
-    if (e.scalar_bounds.size() != known) {
+    if (e.scalar_bounds_version != version) {
       try {
         check_scalar_bounds(e, args, in);
       } catch (...) {
@@ -124,9 +124,19 @@ class JitFunction {
       const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
       if (!overflow && v >= b.lo && v <= b.hi) continue;
       const std::string text = nb::cast<std::string>(nb::str(nb::handle(obj)));
-      const std::string msg = what(b.arg) + ": Python integer " + text + " out of bounds for " +
-                              b.dtype + " (the dtype it takes beside an " + b.dtype +
-                              " tensor, as in numpy)";
+      std::string msg;
+      if (b.m.equal(nb::int_(1)) && b.c.equal(nb::int_(0))) {
+        msg = what(b.arg) + ": Python integer " + text + " out of bounds for " + b.dtype +
+              " (the dtype it takes beside an " + b.dtype + " tensor, as in numpy)";
+      } else {  // a value computed from it, as numpy computes it: with Python ints
+        const auto str = [](nb::handle h) { return nb::cast<std::string>(nb::str(h)); };
+        const bool minus = b.c < nb::int_(0);
+        const std::string value = str(b.m * nb::handle(obj) + b.c);
+        msg = what(b.arg) + " is " + text + ", which makes " + str(b.m) + " * " + text +
+              (minus ? " - " + str(nb::int_(0) - b.c) : " + " + str(b.c)) + " = " + value +
+              " beside an " + b.dtype + " tensor: Python integer " + value + " out of bounds for " +
+              b.dtype + " (as in numpy)";
+      }
       PyErr_SetString(PyExc_OverflowError, msg.c_str());
       throw nb::python_error();
     }

@@ -66,15 +66,20 @@ void add_scalar_bounds(Entry& e, nb::handle notes, const std::vector<Tensor>& in
                          nb::cast<int64_t>(t[1]),
                          nb::cast<int64_t>(t[2]),
                          nb::cast<std::string>(t[3]),
-                         {}};
+                         {},
+                         nb::borrow(t[4]),
+                         nb::borrow(t[5])};
     for (const Tensor& in : inputs) b.inputs.push_back(in.dtype());
     auto same = std::find_if(
-        e.scalar_bounds.begin(), e.scalar_bounds.end(),
-        [&](const Entry::ScalarBound& o) { return o.arg == b.arg && o.inputs == b.inputs; });
+        e.scalar_bounds.begin(), e.scalar_bounds.end(), [&](const Entry::ScalarBound& o) {
+          return o.arg == b.arg && o.inputs == b.inputs && o.m.equal(b.m) && o.c.equal(b.c);
+        });
     if (same == e.scalar_bounds.end()) {
       e.scalar_bounds.push_back(std::move(b));
-    } else if (b.lo >= same->lo && b.hi <= same->hi) {
+      ++e.scalar_bounds_version;
+    } else if (b.lo >= same->lo && b.hi <= same->hi && (b.lo != same->lo || b.hi != same->hi)) {
       *same = std::move(b);
+      ++e.scalar_bounds_version;
     }
   }
 }

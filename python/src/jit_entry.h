@@ -21,16 +21,19 @@ struct Entry {
   nb::list static_values;
   bool single_output = true;  // false: the function returned a tuple or list
   std::unique_ptr<Function> fn;
-  // Python int arguments a trace cast to a narrower integer dtype: the range each must be in at
-  // a call whose inputs have the dtypes that trace had (numpy raises OverflowError for
-  // int8_array + 300, and takes 300 beside a float32 array). From every trace of `fn`.
+  // Python int arguments s a trace cast to a narrower integer dtype, as m * s + c (s itself: m 1,
+  // c 0; 2 * s + 1, ...): the range s must be in for it to fit, at a call whose inputs have the
+  // dtypes that trace had (numpy raises OverflowError for int8_array + 300 and int8_array + 2 *
+  // 100, and takes 300 beside a float32 array). From every trace of `fn`.
   struct ScalarBound {
     size_t arg;
     int64_t lo, hi;
     std::string dtype;
     std::vector<DType> inputs;  // the dtypes of the traced inputs
+    nb::object m, c;            // Python ints
   };
   std::vector<ScalarBound> scalar_bounds;
+  uint64_t scalar_bounds_version = 0;  // counts the changes to scalar_bounds
 
   // Signatures this Function has already compiled, with the dtypes and shapes of their outputs
   // (kept under the GIL). A call whose inputs match one is a certain cache hit in kiln::Function
@@ -64,9 +67,9 @@ constexpr size_t kMaxKnown = 16;
 const Entry::Known* find_known(Entry& e, std::span<const Array> in);
 // Records that `e` compiled the signature of `in`, giving `outs`.
 void remember(Entry& e, std::span<const Array> in, const std::vector<Array>& outs);
-// Adds a trace's notes on its Python int arguments ((arg, lo, hi, dtype) tuples from
+// Adds a trace's notes on its Python int arguments ((arg, lo, hi, dtype, m, c) tuples from
 // kiln._trace.run_trace) to e.scalar_bounds, for a trace of `inputs`; a narrower range replaces
-// the one kept for the same argument and input dtypes.
+// the one kept for the same argument, m, c and input dtypes.
 void add_scalar_bounds(Entry& e, nb::handle notes, const std::vector<Tensor>& inputs);
 // JitFunction.stats(): the counts of every entry's Function, summed.
 nb::dict stats_of(const std::vector<std::unique_ptr<Entry>>& entries);

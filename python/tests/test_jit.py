@@ -288,6 +288,47 @@ def test_python_int_arguments_out_of_a_narrow_dtype_raise_as_in_numpy():
 
 
 @pytest.mark.llvm
+def test_values_computed_from_python_int_arguments_are_bounded_as_in_numpy():
+    # numpy computes 2 * s with Python ints, then raises OverflowError where the result meets an
+    # int8 array out of its range; kiln computed it in int64 and wrapped it into int8 (x + 2 * 100
+    # gave x - 56).
+    x = np.arange(4, dtype=np.int8)
+    f = kiln.jit(lambda x, s: x + 2 * s)
+    for s in (63, -64, 0):
+        np.testing.assert_array_equal(f(x, s), x + 2 * s)
+    for s, value in ((64, 128), (-65, -130), (100, 200)):
+        with pytest.raises(OverflowError, match=rf"argument 1 \('s'\).* is {s}, which makes 2 \* {s} \+ 0 = "
+                                                rf"{value} .*integer {value} out of bounds for int8"):
+            f(x, s)
+    # Sums, differences, negation and products with constants, in any order.
+    g = kiln.jit(lambda x, s: x - (3 - s) * -5 + 1)
+    for s in (-22, 28, 0):
+        np.testing.assert_array_equal(g(x, s), x - (3 - s) * -5 + 1)
+    for s in (29, -23):
+        with pytest.raises(OverflowError, match="out of bounds for int8"):
+            g(x, s)
+    h = kiln.jit(lambda x, s: x + (-s + 200))  # -s + 200 in int8's range: s in 73..328
+    np.testing.assert_array_equal(h(x, 100), x + 100)
+    with pytest.raises(OverflowError, match=r"makes -1 \* -1 \+ 200 = 201 "):
+        h(x, -1)
+    # The first call, the one that traces, raises too; int32 takes its own range.
+    with pytest.raises(OverflowError, match=r"= 3000000000 .*out of bounds for int32"):
+        kiln.jit(lambda y, s: y * (s * 3))(np.ones(2, np.int32), 10**9)
+
+
+@pytest.mark.llvm
+def test_python_int_arguments_compare_with_narrow_integer_tensors_as_in_numpy():
+    # numpy compares an int8 array with 1000 (all less); kiln narrowed 1000 to int8 and raised.
+    x = np.array([-128, -1, 0, 127], np.int8)
+    f = kiln.jit(lambda x, s: (x < s, s >= x, x == s, s != x))
+    for s in (1000, -1000, 2**63 - 1, -(2**63), 127, 0):
+        for got, want in zip(f(x, s), (x < s, s >= x, x == s, s != x)):
+            np.testing.assert_array_equal(got, want)
+    y = np.array([-(2**31), 5], np.int32)
+    np.testing.assert_array_equal(kiln.jit(lambda y, s: y > s)(y, -(2**40)), [True, True])
+
+
+@pytest.mark.llvm
 def test_wrong_calls_raise_and_function_stays_usable():
     f = kiln.jit(lambda x: x + 1)
     x = np.zeros(3, np.float32)
