@@ -12,7 +12,9 @@ _SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _SRC]
 
 # kiln reads the environment once, at first use: point it at a private cache before importing it.
-os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-pytest-"))
+# Always a fresh one: the tests count compiles and disk hits, and with a warm KILN_CACHE_DIR of the
+# user's two of them failed (and the suite's kernels went into that cache).
+os.environ["KILN_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-pytest-")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
