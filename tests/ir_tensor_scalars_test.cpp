@@ -30,6 +30,9 @@ constexpr int64_t kTwo60 = int64_t{1} << 60;
 int64_t wrapping_add(int64_t x, int64_t y) {
   return static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
 }
+int64_t wrapping_sub(int64_t x, int64_t y) {
+  return static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
+}
 int64_t wrapping_mul(int64_t x, int64_t y) {
   return static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
 }
@@ -64,8 +67,8 @@ TEST_CASE("tensor scalars: an integral C++ number is exact past 2^53", "[interp]
   std::vector<int64_t> sum, diff, rdiff, prod, eq, lt;
   for (int64_t v : kI64) {
     sum.push_back(wrapping_add(v, big));
-    diff.push_back(wrapping_add(v, -big));
-    rdiff.push_back(wrapping_add(kTwo60 + 1, -v));
+    diff.push_back(wrapping_sub(v, big));
+    rdiff.push_back(wrapping_sub(kTwo60 + 1, v));
     prod.push_back(wrapping_mul(v, big));
     eq.push_back(v == kTwo60 + 1);
     lt.push_back(v < kTwo60 + 1);
