@@ -134,7 +134,8 @@ Value* Emitter::load_ptr(Value* bufs, size_t j) {
 
 std::vector<Value*> Emitter::loop(
     Value* lo, Value* hi, std::vector<Value*> carried,
-    const std::function<std::vector<Value*>(Value*, const std::vector<Value*>&)>& body) {
+    const std::function<std::vector<Value*>(Value*, const std::vector<Value*>&)>& body,
+    bool unroll) {
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
   auto* bodybb = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -156,7 +157,14 @@ std::vector<Value*> Emitter::loop(
   std::vector<Value*> next = body(iv, cur);
   Value* iv_next = b_.CreateAdd(iv, b_.getInt64(1), "", true, true);
   llvm::BasicBlock* latch = b_.GetInsertBlock();
-  b_.CreateBr(header);
+  llvm::BranchInst* back = b_.CreateBr(header);
+  if (!unroll) {
+    llvm::Metadata* no_unroll =
+        llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.disable"));
+    llvm::MDNode* id = llvm::MDNode::getDistinct(ctx_, {nullptr, no_unroll});
+    id->replaceOperandWith(0, id);
+    back->setMetadata(llvm::LLVMContext::MD_loop, id);
+  }
   iv->addIncoming(iv_next, latch);
   for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
   b_.SetInsertPoint(exit);

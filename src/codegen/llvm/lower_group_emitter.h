@@ -44,10 +44,12 @@ class Emitter {
   Value* load_ptr(Value* bufs, size_t j);
 
   // ---- loops ------------------------------------------------------------------------------
-  // for (iv = lo; iv < hi; ++iv) body(iv), carrying `carried` values through the loop.
+  // for (iv = lo; iv < hi; ++iv) body(iv), carrying `carried` values through the loop. With
+  // `unroll` false, LLVM is told not to unroll it (it may still vectorize it).
   std::vector<Value*> loop(
       Value* lo, Value* hi, std::vector<Value*> carried,
-      const std::function<std::vector<Value*>(Value*, const std::vector<Value*>&)>& body);
+      const std::function<std::vector<Value*>(Value*, const std::vector<Value*>&)>& body,
+      bool unroll = true);
   // Nested loops over `axes` of `dims`, filling idx[axis]; the innermost loop is the last axis.
   std::vector<Value*> loop_nest(
       const std::vector<int64_t>& axes, const ir::Shape& dims, Idx& idx,
@@ -80,7 +82,8 @@ class Emitter {
   // for (blk = 0; blk < ceil(extent / block); ++blk) body([lo, hi) of that block), carrying values.
   std::vector<Value*> block_loop(
       Value* extent, int64_t block, std::vector<Value*> carried,
-      const std::function<std::vector<Value*>(Value*, Value*, const std::vector<Value*>&)>& body);
+      const std::function<std::vector<Value*>(Value*, Value*, const std::vector<Value*>&)>& body,
+      bool unroll = true);
   // Reduction n's accumulator over the reduced axes at the kept index in idx (rows kernel).
   Value* accumulate_row(const Node& n, Idx idx);
   // An accumulator as n's value: a mean divided by its count, then rounded to the compute type.
