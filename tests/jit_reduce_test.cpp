@@ -361,3 +361,69 @@ TEST_CASE("jit reductions: the rows kernel walks a row of several blocks in a lo
     CHECK(count(text, "vaddps") <= 128);
   }
 }
+
+TEST_CASE("jit reductions: max and min propagate a NaN from any element of long rows and columns",
+          "[jit][reduce]" KILN_NEEDS_LLVM) {
+  // Their vector loops take -0 and +0 as equal (either may come out, as in numpy), which saves two
+  // blends per vector; a NaN anywhere, in any partial maximum, must still reach the result.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  uint64_t seed = 9950;
+  for (DType t : {DType::f32, DType::f64, DType::bf16}) {
+    for (int64_t cols : {1, 7, 33, 1000, 4096, 5000}) {
+      Rng rng(++seed);
+      const int64_t rows = 6;
+      std::vector<double> v(static_cast<size_t>(rows * cols));
+      for (double& e : v) e = uniform_real(rng, -4, 4);
+      // Row 0 has no NaN; the others one each: first, last, in the middle, in a vector
+      // remainder, and a row of NaN only.
+      const std::vector<int64_t> at = {0, cols - 1, cols / 2, cols - 1 - (cols % 8), -1};
+      for (int64_t r = 1; r < rows; ++r) {
+        if (at[r - 1] < 0)
+          for (int64_t c = 0; c < cols; ++c) v[r * cols + c] = nan;
+        else
+          v[r * cols + at[r - 1]] = nan;
+      }
+      TestArray a = make_array_from({rows, cols}, t, v);
+      check_against_reference(
+          [](Tensor x) {
+            return std::vector<Tensor>{x.max(1), x.min(1), x.max(0), x.min(0)};
+          },
+          {a}, {.label = label("NaN in rows of " + std::to_string(cols), t, seed)});
+      TestArray no_nan =
+          make_array_from({1, cols}, t, std::vector<double>(v.begin(), v.begin() + cols));
+      TestArray whole = make_array_from({rows, cols}, t, v);
+      check_against_reference(
+          [](Tensor x, Tensor y) {
+            return std::vector<Tensor>{x.max(), y.min()};
+          },
+          {no_nan, whole}, {.label = label("whole max/min", t, seed)});
+    }
+  }
+  // Zeros of both signs: a zero comes out (its sign is not compared).
+  TestArray z = make_array_from({2, 64}, DType::f32, std::vector<double>(128, -0.0));
+  static_cast<float*>(z.array.data())[70] = 0.0f;
+  check_against_reference(
+      [](Tensor x) {
+        return std::vector<Tensor>{x.max(1), x.min(1)};
+      },
+      {z}, {.label = "zeros"});
+}
+
+TEST_CASE("jit reductions: float max and min reductions ignore the sign of zero in LLVM IR",
+          "[jit][reduce]" KILN_NEEDS_LLVM) {
+  // The flag that saves the blends (see the NaN test above): llvm.maximum/minimum with nsz.
+  Rng rng(9990);
+  TestArray a = make_array(rng, {3, 4096}, DType::f32, Layout::contiguous);
+  for (bool max : {true, false}) {
+    auto body = [max](Tensor x) { return max ? x.max(1) : x.min(1); };
+    Function f = kiln::jit(body);
+    kiln::Inspection ins = f.inspect({a.array});
+    REQUIRE(ins.kernels.size() == 1);
+    const std::string& src = ins.kernels[0].source;
+    INFO(src.substr(0, 3000));
+    const std::string name = max ? "@llvm.maximum" : "@llvm.minimum";
+    const bool nsz = src.find("nsz contract <8 x float> " + name) != std::string::npos ||
+                     src.find("nsz contract <16 x float> " + name) != std::string::npos;
+    CHECK(nsz);
+  }
+}

@@ -292,6 +292,21 @@ Value* reduce_init(llvm::IRBuilder<>& b, Op op, DType t) {
   return nullptr;
 }
 
+namespace {
+// maximum or minimum of floats, NaN propagated, but -0 and +0 taken as equal (either may come
+// out, as in numpy's max, which returns the first of equal elements). Ordering the zeros cost two
+// blends per vector on AVX2, five instructions per load in a max reduction instead of three, and
+// one core streamed x.max() at 10 GB/s where a sum streams at 16.
+Value* extremum_ignoring_zero_sign(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id, Value* acc,
+                                   Value* x) {
+  auto* r = llvm::cast<llvm::Instruction>(b.CreateBinaryIntrinsic(id, acc, x));
+  llvm::FastMathFlags fmf;
+  fmf.setNoSignedZeros();
+  r->setFastMathFlags(fmf);
+  return r;
+}
+}  // namespace
+
 Value* reduce_combine(llvm::IRBuilder<>& b, Op op, DType t, Value* acc, Value* x) {
   bool fl = is_float_compute(t);
   switch (op) {
@@ -308,11 +323,11 @@ Value* reduce_combine(llvm::IRBuilder<>& b, Op op, DType t, Value* acc, Value* x
       return b.CreateAdd(acc, x);
     case Op::ReduceMax:
       if (t == DType::boolean) return b.CreateOr(acc, x);
-      return fl ? b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, acc, x)
+      return fl ? extremum_ignoring_zero_sign(b, llvm::Intrinsic::maximum, acc, x)
                 : b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, acc, x);
     case Op::ReduceMin:
       if (t == DType::boolean) return b.CreateAnd(acc, x);
-      return fl ? b.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, acc, x)
+      return fl ? extremum_ignoring_zero_sign(b, llvm::Intrinsic::minimum, acc, x)
                 : b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, acc, x);
     default:
       break;
