@@ -217,15 +217,25 @@ def _affine_of(op, a, b):
     return None
 
 
+def note_int64_exact(t: "Tensor"):
+    """A weak int computed from a Python int argument (2 * s) is computed in int64: where it leaves
+    a weak value (an output, a float or int64 partner, a comparison), its true value must fit, or
+    the int64 result wrapped where numpy's Python int did not."""
+    if t._weak and t._affine is not None and t._affine[1:] != (1, 0) and t._impl.dtype == "int64":
+        _note_scalar_bound(t._affine, "int64")
+
+
 def _apply_weak(t: "Tensor", other: "Tensor") -> "Tensor":
     """A weak tensor (a Python number argument) takes the dtype of a strong partner when numpy's
     weak promotion says so."""
     if not t._weak or other._weak:
         return t
     tname, oname = t._impl.dtype, other._impl.dtype
+    if t._affine is not None and tname == "int64" and oname.startswith("int") and oname != tname:
+        _note_scalar_bound(t._affine, oname)
+    else:
+        note_int64_exact(t)
     if tname != oname and _dtypes.category(tname) <= _dtypes.category(oname):
-        if t._affine is not None and tname == "int64" and oname.startswith("int"):
-            _note_scalar_bound(t._affine, oname)
         return Tensor(_call(_ops.astype, t._impl, oname), weak=True)
     return t
 
@@ -258,6 +268,7 @@ def _compare(name, a, b):
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a._weak != b._weak:
         weak, strong = (a, b) if a._weak else (b, a)
         if weak._impl.dtype == "int64" and strong._impl.dtype in ("int8", "int32"):
+            note_int64_exact(weak)
             wide = Tensor(_call(_ops.astype, strong._impl, "int64"))
             a, b = (a, wide) if a is weak else (wide, b)
     return _binary(getattr(_ops, name), a, b)

@@ -31,14 +31,14 @@ def run_trace(fn, impls, nargs, static_pos, static_values, scalar_mask):
     _tensor.scalar_bounds.current = bounds
     try:
         out = fn(*args)
+        single = not isinstance(out, (tuple, list))
+        if not single and len(out) == 0:
+            raise ValueError(f"{_name(fn)} returned an empty {type(out).__name__}: nothing to compute")
+        impls = [_output(o, i, fn)._impl for i, o in enumerate([out] if single else out)]
     finally:
         _tensor.scalar_bounds.current = outer
     notes = [(arg, lo, hi, name, m, c) for (arg, m, c), (lo, hi, name) in sorted(bounds.items())]
-    if isinstance(out, (tuple, list)):
-        if len(out) == 0:
-            raise ValueError(f"{_name(fn)} returned an empty {type(out).__name__}: nothing to compute")
-        return False, [_output(o, i, fn)._impl for i, o in enumerate(out)], notes
-    return True, [_output(out, 0, fn)._impl], notes
+    return single, impls, notes
 
 
 def _name(fn):
@@ -47,6 +47,7 @@ def _name(fn):
 
 def _output(o, i, fn):
     if isinstance(o, Tensor):
+        _tensor.note_int64_exact(o)
         return o
     if isinstance(o, (np.ndarray, np.generic, bool, int, float)):
         return as_tensor(o)

@@ -134,8 +134,12 @@ class JitFunction {
         const std::string value = str(b.m * nb::handle(obj) + b.c);
         msg = what(b.arg) + " is " + text + ", which makes " + str(b.m) + " * " + text +
               (minus ? " - " + str(nb::int_(0) - b.c) : " + " + str(b.c)) + " = " + value +
-              " beside an " + b.dtype + " tensor: Python integer " + value + " out of bounds for " +
-              b.dtype + " (as in numpy)";
+              (b.dtype == "int64"
+                   ? ": Python integer " + value +
+                         " out of bounds for int64, the dtype kiln computes it in (numpy computes "
+                         "it exactly, and raises OverflowError beside an int64 tensor)"
+                   : " beside an " + b.dtype + " tensor: Python integer " + value +
+                         " out of bounds for " + b.dtype + " (as in numpy)");
       }
       PyErr_SetString(PyExc_OverflowError, msg.c_str());
       throw nb::python_error();

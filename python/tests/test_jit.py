@@ -314,6 +314,18 @@ def test_values_computed_from_python_int_arguments_are_bounded_as_in_numpy():
     # The first call, the one that traces, raises too; int32 takes its own range.
     with pytest.raises(OverflowError, match=r"= 3000000000 .*out of bounds for int32"):
         kiln.jit(lambda y, s: y * (s * 3))(np.ones(2, np.int32), 10**9)
+    # Such a value is computed in int64: past it, it wrapped (x + 2 * 2**62 on int64 gave x - 2**63,
+    # where numpy raises; beside float32 and in a comparison numpy computes it exactly, and kiln
+    # now raises rather than give the wrapped value).
+    z = np.arange(3, dtype=np.int64)
+    f64 = kiln.jit(lambda z, s: z + 2 * s)
+    np.testing.assert_array_equal(f64(z, 2**62 - 1), z + 2 * (2**62 - 1))
+    with pytest.raises(OverflowError, match=r"= 9223372036854775808: Python integer .* out of bounds for int64"):
+        f64(z, 2**62)
+    for fn, arr in ((lambda a, s: a + 2 * s, np.ones(2, np.float32)), (lambda a, s: a == 2 * s, z),
+                    (lambda a, s: 2 * s, np.ones(1))):
+        with pytest.raises(OverflowError, match="the dtype kiln computes it in"):
+            kiln.jit(fn)(arr, 2**62)
 
 
 @pytest.mark.llvm
