@@ -128,6 +128,12 @@ TEST_CASE("tensor scalars: arithmetic with an integer outside the tensor's dtype
   CHECK(error_of(DType::i64, [](Tensor x) {
           return x + std::numeric_limits<uint64_t>::max();
         }).find("18446744073709551615") != std::string::npos);
+  // True division is in float64, the number too (numpy's int8 x / 1000 is x / 1000.0).
+  const HostTensor q = run_on(DType::i8, {5, -128}, [](Tensor x) { return x / 1000; });
+  CHECK(q.dtype == DType::f64);
+  CHECK(q.values == std::vector<double>{5 / 1000.0, -128 / 1000.0});
+  CHECK(run_on(DType::i8, {5, -128}, [](Tensor x) { return 1000 / x; }).values ==
+        std::vector<double>{200, 1000 / -128.0});
   CHECK(error_of(DType::i8, [](Tensor x) { return kiln::pow(x, 300); }).find("pow") !=
         std::string::npos);
   CHECK(error_of(DType::i8, [](Tensor x) { return kiln::pow(x, -1); }).find("negative") !=

@@ -275,6 +275,10 @@ def _compare(name, a, b):
 
 
 def _binary(op, a, b, *, true_divide=False):
+    # True division is in float64 for integers: a Python int there is a float (numpy's int8 x /
+    # 1000 is x / 1000.0, not an OverflowError).
+    if true_divide:
+        a, b = (float(v) if _is_python_int(v) else v for v in (a, b))
     ta, tb = _pair(a, b)
     x, y = ta._impl, tb._impl
     if true_divide and _dtypes.category(x.dtype) < 2 and _dtypes.category(y.dtype) < 2:

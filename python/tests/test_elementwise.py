@@ -389,3 +389,8 @@ def test_comparisons_with_ints_past_the_dtype_answer_as_numpy():
     # Arithmetic with them still raises, as numpy's.
     with pytest.raises(OverflowError, match="1000 out of bounds for int8"):
         kiln.jit(lambda a: a + 1000)(x)
+    # True division is in float64: there the int is a float (it raised OverflowError).
+    for fn in (lambda a: a / 1000, lambda a: 1000 / a, lambda a: a / 2**70):
+        with np.errstate(divide="ignore"):  # numpy's reference: 1000 / 0 is inf
+            want = fn(x)
+        np.testing.assert_array_equal(kiln.jit(fn)(x), want)

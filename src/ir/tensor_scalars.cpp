@@ -173,7 +173,10 @@ Tensor integer_scalar_op(ScalarOp op, const Tensor& t, IntegerValue value, bool 
   const ir::Op iop = to_ir(op);
   const char* name = ir::op_name(iop).data();
   const NodePtr& n = node_of(t, name, scalar_first ? "right operand" : "left operand");
-  const DType sd = integer_scalar_dtype(n->dtype);
+  // True division of an integer or bool tensor is in float64, the number too (numpy's int8 x /
+  // 1000 is x / 1000.0, not an OverflowError).
+  const DType sd =
+      op == ScalarOp::div && !is_floating(n->dtype) ? DType::f64 : integer_scalar_dtype(n->dtype);
   if (auto r = int_range(sd); r && is_comparison(op)) {
     if (const int side = side_of(value, *r); side != 0) {
       const bool answer = comparison_answer(scalar_first ? mirrored(op) : op, side);
