@@ -274,11 +274,21 @@ def _compare(name, a, b):
     return _binary(getattr(_ops, name), a, b)
 
 
+def _weak_float(v):
+    """v for a true division: a Python int or a weak int (a Python int argument) as a float."""
+    if _is_python_int(v):
+        return float(v)
+    if isinstance(v, Tensor) and v._weak and v._impl.dtype == "int64":
+        note_int64_exact(v)
+        return Tensor(_call(_ops.astype, v._impl, "float64"), weak=True)
+    return v
+
+
 def _binary(op, a, b, *, true_divide=False):
     # True division is in float64 for integers: a Python int there is a float (numpy's int8 x /
-    # 1000 is x / 1000.0, not an OverflowError).
+    # 1000 is x / 1000.0, not an OverflowError), a Python int argument too.
     if true_divide:
-        a, b = (float(v) if _is_python_int(v) else v for v in (a, b))
+        a, b = (_weak_float(v) for v in (a, b))
     ta, tb = _pair(a, b)
     x, y = ta._impl, tb._impl
     if true_divide and _dtypes.category(x.dtype) < 2 and _dtypes.category(y.dtype) < 2:

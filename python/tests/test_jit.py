@@ -338,6 +338,10 @@ def test_python_int_arguments_compare_with_narrow_integer_tensors_as_in_numpy():
             np.testing.assert_array_equal(got, want)
     y = np.array([-(2**31), 5], np.int32)
     np.testing.assert_array_equal(kiln.jit(lambda y, s: y > s)(y, -(2**40)), [True, True])
+    # True division takes it as a float, as numpy does (it was bounded to int8 and raised).
+    np.testing.assert_array_equal(kiln.jit(lambda x, s: x / s)(x, 1000), x / 1000)
+    nz = x[x != 0]
+    np.testing.assert_array_equal(kiln.jit(lambda x, s: (s + 1) / x)(nz, 2**40), (2**40 + 1) / nz)
 
 
 @pytest.mark.llvm
