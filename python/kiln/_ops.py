@@ -55,7 +55,7 @@ def erf(x):
 
 
 def abs(x):  # noqa: A001 - kiln.abs, as API.md names it
-    return _unary(_ops.abs, x)
+    return as_tensor(x).abs()
 
 
 def square(x):

@@ -8,11 +8,10 @@ user's file:line on every recorded op (and on every error raised while tracing).
 import operator
 import os
 import sys
-import threading
 
 import numpy as np
 
-from . import _dtypes, _kiln
+from . import _dtypes, _kiln, _scalar_expr
 
 _ops = _kiln.ops
 _KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -120,7 +119,7 @@ def _weak_scalar(value, other: "Tensor | None") -> "Tensor":
             if cat == 1 and oname.startswith("int"):
                 _check_int_bounds(value, oname)
             return Tensor(_scalar(value, oname), weak=True)
-    return Tensor(_scalar(value, default), weak=True, affine=(None, 0, value) if cat == 1 else None)
+    return Tensor(_scalar(value, default), weak=True, expr=_scalar_expr.literal(value) if cat == 1 else None)
 
 
 def _check_int_bounds(value, name):
@@ -165,64 +164,14 @@ def as_tensor(x, like: "Tensor | None" = None) -> "Tensor":
     raise _kiln.DTypeError(f"cannot use a {type(x).__name__} as a kiln tensor")
 
 
-# The trace running on this thread: {(argument index, m, c): (lo, hi, dtype name)}, the range
-# each Python int argument s must be in at a call for m * s + c to fit the integer dtype it was
-# cast to (numpy raises OverflowError for int8_array + 300 and for int8_array + 2 * 100, computing
-# 2 * 100 in Python; the value is known only at the call, and the cast is in the graph). Set by
-# _trace.run_trace.
-scalar_bounds = threading.local()
-
-_INT64 = np.iinfo(np.int64)
-
-
-def _ceil_div(a, b):
-    return -(-a // b)
-
-
-def _note_scalar_bound(affine, name):
-    """Records that the weak int `affine` describes meets a tensor of integer dtype `name`."""
-    arg, m, c = affine
-    info = np.iinfo(name)
-    if arg is None or m == 0:  # a constant: numpy's error now, as for a literal
-        _check_int_bounds(c, name)
-        return
-    bounds = getattr(scalar_bounds, "current", None)
-    if bounds is None:
-        return
-    if m > 0:
-        lo, hi = _ceil_div(int(info.min) - c, m), (int(info.max) - c) // m
-    else:
-        lo, hi = _ceil_div(int(info.max) - c, m), (int(info.min) - c) // m
-    old_lo, old_hi, narrowest = bounds.get((arg, m, c), (lo, hi, name))
-    if hi - lo < old_hi - old_lo:
-        narrowest = name
-    lo, hi = max(lo, old_lo, int(_INT64.min)), min(hi, old_hi, int(_INT64.max))
-    bounds[(arg, m, c)] = (lo, hi, narrowest)
-
-
-# How m * s + c combines through +, - and * of two weak ints (None: not of that form).
-def _affine_of(op, a, b):
-    if a is None or b is None:
-        return None
-    (arg_a, m_a, c_a), (arg_b, m_b, c_b) = a, b
-    if arg_a is not None and arg_b is not None and arg_a != arg_b:
-        return None
-    arg = arg_a if arg_a is not None else arg_b
-    if op is _ops.add:
-        return arg, m_a + m_b, c_a + c_b
-    if op is _ops.sub:
-        return arg, m_a - m_b, c_a - c_b
-    if op is _ops.mul and (m_a == 0 or m_b == 0):  # one side is a constant
-        return arg, m_a * c_b + m_b * c_a, c_a * c_b
-    return None
-
-
 def note_int64_exact(t: "Tensor"):
     """A weak int computed from a Python int argument (2 * s) is computed in int64: where it leaves
     a weak value (an output, a float or int64 partner, a comparison), its true value must fit, or
     the int64 result wrapped where numpy's Python int did not."""
-    if t._weak and t._affine is not None and t._affine[1:] != (1, 0) and t._impl.dtype == "int64":
-        _note_scalar_bound(t._affine, "int64")
+    if t._weak and t._expr is not None and t._impl.dtype == "int64":
+        one = _scalar_expr.single(t._expr)
+        if one is None or one[1:] != (1, 0):  # not the argument itself
+            _scalar_expr.note(t._expr, "int64")
 
 
 def _apply_weak(t: "Tensor", other: "Tensor") -> "Tensor":
@@ -231,8 +180,8 @@ def _apply_weak(t: "Tensor", other: "Tensor") -> "Tensor":
     if not t._weak or other._weak:
         return t
     tname, oname = t._impl.dtype, other._impl.dtype
-    if t._affine is not None and tname == "int64" and oname.startswith("int") and oname != tname:
-        _note_scalar_bound(t._affine, oname)
+    if t._expr is not None and tname == "int64" and oname.startswith("int") and oname != tname:
+        _scalar_expr.note(t._expr, oname)
     else:
         note_int64_exact(t)
     if tname != oname and _dtypes.category(tname) <= _dtypes.category(oname):
@@ -295,8 +244,12 @@ def _binary(op, a, b, *, true_divide=False):
         x = _call(_ops.astype, x, "float64")
         y = _call(_ops.astype, y, "float64")
     weak = ta._weak and tb._weak
-    affine = _affine_of(op, ta._affine, tb._affine) if weak and not true_divide else None
-    return Tensor(_call(op, x, y), weak=weak, affine=affine)
+    expr = _scalar_expr.combine(_EXPR_OPS[op], ta._expr, tb._expr) if weak and op in _EXPR_OPS else None
+    return Tensor(_call(op, x, y), weak=weak, expr=expr)
+
+
+# The operations of two weak ints that numpy computes with Python ints (a * b, not kiln.maximum).
+_EXPR_OPS = {_ops.add: "add", _ops.sub: "sub", _ops.mul: "mul", _ops.pow: "pow"}
 
 
 def _unary(op, x, *extra):
@@ -362,17 +315,17 @@ def _index_specs(key, ndim):
 class Tensor:
     """The traced value inside a @kiln.jit function (nothing is computed while tracing)."""
 
-    __slots__ = ("_impl", "_weak", "_affine")
+    __slots__ = ("_impl", "_weak", "_expr")
     # numpy defers to Tensor's reflected operators (array + tensor -> Tensor.__radd__).
     __array_ufunc__ = None
     __array_priority__ = 1000
 
-    def __init__(self, impl, weak=False, affine=None):
+    def __init__(self, impl, weak=False, expr=None):
         self._impl = impl
         self._weak = weak
-        # A weak int that is m * s + c for one Python int argument s: (argument index, m, c), the
-        # argument itself (i, 1, 0), a Python int literal (None, 0, c); None for anything else.
-        self._affine = affine
+        # A weak int computed from Python int arguments and literals: how (_scalar_expr), so that
+        # each call can check it as numpy does; None for anything else.
+        self._expr = expr
 
     # --- properties
     @property
@@ -475,16 +428,14 @@ class Tensor:
 
     def __neg__(self):
         out = _unary(_ops.neg, self)
-        if self._affine is not None:
-            arg, m, c = self._affine
-            out._affine = (arg, -m, -c)
+        out._expr = _scalar_expr.negate(self._expr)
         return out
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _unary(_ops.abs, self)
+        return self.abs()
 
     def __invert__(self):
         if self._impl.dtype != "bool":
@@ -538,7 +489,9 @@ class Tensor:
         return Tensor(_call(_ops.astype, self._impl, _dtypes.name_of(dtype)))
 
     def abs(self):
-        return _unary(_ops.abs, self)
+        out = _unary(_ops.abs, self)
+        out._expr = _scalar_expr.absolute(self._expr)
+        return out
 
 
 def _pow(a, b):

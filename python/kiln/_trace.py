@@ -6,7 +6,7 @@ import types
 
 import numpy as np
 
-from . import _tensor
+from . import _scalar_expr, _tensor
 from ._tensor import Tensor, as_tensor
 
 _KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -14,9 +14,8 @@ _KILN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def run_trace(fn, impls, nargs, static_pos, static_values, scalar_mask):
     """Returns (single_output, [TensorImpl], bounds) for fn traced on `impls` (the tensor
-    arguments) with the static arguments in their positions; bounds: [(argument index, lo, hi,
-    dtype name, m, c)], the range a Python int argument s must be in at each call for m * s + c,
-    cast to a narrower integer dtype, to fit it."""
+    arguments) with the static arguments in their positions; bounds: what each call must check of
+    the values computed from its Python int arguments (_scalar_expr.notes)."""
     static = dict(zip(static_pos, static_values))
     args = []
     it = iter(impls)
@@ -24,11 +23,12 @@ def run_trace(fn, impls, nargs, static_pos, static_values, scalar_mask):
         if i in static:
             args.append(static[i])
         else:
-            scalar = bool((scalar_mask >> i) & 1)
-            args.append(Tensor(next(it), weak=scalar, affine=(i, 1, 0) if scalar else None))
+            impl, scalar = next(it), bool((scalar_mask >> i) & 1)
+            tracked = scalar and impl.dtype == "int64"  # a Python int (not a float or bool)
+            args.append(Tensor(impl, weak=scalar, expr=_scalar_expr.argument(i) if tracked else None))
     bounds = {}
-    outer = getattr(_tensor.scalar_bounds, "current", None)
-    _tensor.scalar_bounds.current = bounds
+    outer = getattr(_scalar_expr.bounds, "current", None)
+    _scalar_expr.bounds.current = bounds
     try:
         out = fn(*args)
         single = not isinstance(out, (tuple, list))
@@ -36,9 +36,8 @@ def run_trace(fn, impls, nargs, static_pos, static_values, scalar_mask):
             raise ValueError(f"{_name(fn)} returned an empty {type(out).__name__}: nothing to compute")
         impls = [_output(o, i, fn)._impl for i, o in enumerate([out] if single else out)]
     finally:
-        _tensor.scalar_bounds.current = outer
-    notes = [(arg, lo, hi, name, m, c) for (arg, m, c), (lo, hi, name) in sorted(bounds.items())]
-    return single, impls, notes
+        _scalar_expr.bounds.current = outer
+    return single, impls, _scalar_expr.notes(bounds)
 
 
 def _name(fn):

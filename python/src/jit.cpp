@@ -118,6 +118,11 @@ class JitFunction {
       bool same = true;
       for (size_t i = 0; i < in.size() && same; ++i) same = b.inputs[i] == in[i].dtype();
       if (!same) continue;
+      if (!b.expr.is_none()) {  // raises OverflowError naming the arguments
+        if (!check_expr_) check_expr_ = nb::module_::import_("kiln._scalar_expr").attr("check");
+        check_expr_(b.expr, b.lo, b.hi, b.dtype, nb::handle(args), name_, param_names_);
+        continue;
+      }
       PyObject* obj = PyTuple_GET_ITEM(args, static_cast<Py_ssize_t>(b.arg));
       if (!PyLong_Check(obj) || PyBool_Check(obj)) continue;  // a float or bool this call
       int overflow = 0;
@@ -436,6 +441,7 @@ class JitFunction {
   int max_args_ = -1;
   std::vector<std::string> param_names_;
   std::string name_;
+  mutable nb::object check_expr_;  // kiln._scalar_expr.check, once an expression is checked
   std::vector<std::unique_ptr<Entry>> entries_;
   nb::dict static_index_;
 };

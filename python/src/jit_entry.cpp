@@ -68,12 +68,14 @@ void add_scalar_bounds(Entry& e, nb::handle notes, const std::vector<Tensor>& in
                          nb::cast<std::string>(t[3]),
                          {},
                          nb::borrow(t[4]),
-                         nb::borrow(t[5])};
+                         nb::borrow(t[5]),
+                         nb::borrow(t[6])};
     for (const Tensor& in : inputs) b.inputs.push_back(in.dtype());
-    auto same = std::find_if(
-        e.scalar_bounds.begin(), e.scalar_bounds.end(), [&](const Entry::ScalarBound& o) {
-          return o.arg == b.arg && o.inputs == b.inputs && o.m.equal(b.m) && o.c.equal(b.c);
-        });
+    auto same = std::find_if(e.scalar_bounds.begin(), e.scalar_bounds.end(),
+                             [&](const Entry::ScalarBound& o) {
+                               return o.arg == b.arg && o.inputs == b.inputs && o.m.equal(b.m) &&
+                                      o.c.equal(b.c) && o.expr.equal(b.expr);
+                             });
     if (same == e.scalar_bounds.end()) {
       e.scalar_bounds.push_back(std::move(b));
       ++e.scalar_bounds_version;

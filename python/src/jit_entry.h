@@ -21,16 +21,19 @@ struct Entry {
   nb::list static_values;
   bool single_output = true;  // false: the function returned a tuple or list
   std::unique_ptr<Function> fn;
-  // Python int arguments s a trace cast to a narrower integer dtype, as m * s + c (s itself: m 1,
-  // c 0; 2 * s + 1, ...): the range s must be in for it to fit, at a call whose inputs have the
-  // dtypes that trace had (numpy raises OverflowError for int8_array + 300 and int8_array + 2 *
-  // 100, and takes 300 beside a float32 array). From every trace of `fn`.
+  // Values a trace computed from its Python int arguments and cast to an integer dtype (numpy
+  // raises OverflowError for int8_array + 300 and int8_array + 2 * 100, and takes 300 beside a
+  // float32 array), checked at a call whose inputs have the dtypes that trace had; from every
+  // trace of `fn` (kiln/_scalar_expr.py). One argument's m * s + c (s itself: m 1, c 0) is the
+  // range [lo, hi] of s; any other value (s + t, s * t) is its expression, evaluated in Python,
+  // and the range of its dtype.
   struct ScalarBound {
     size_t arg;
     int64_t lo, hi;
     std::string dtype;
     std::vector<DType> inputs;  // the dtypes of the traced inputs
     nb::object m, c;            // Python ints
+    nb::object expr;            // None for m * s + c
   };
   std::vector<ScalarBound> scalar_bounds;
   uint64_t scalar_bounds_version = 0;  // counts the changes to scalar_bounds
@@ -67,9 +70,9 @@ constexpr size_t kMaxKnown = 16;
 const Entry::Known* find_known(Entry& e, std::span<const Array> in);
 // Records that `e` compiled the signature of `in`, giving `outs`.
 void remember(Entry& e, std::span<const Array> in, const std::vector<Array>& outs);
-// Adds a trace's notes on its Python int arguments ((arg, lo, hi, dtype, m, c) tuples from
-// kiln._trace.run_trace) to e.scalar_bounds, for a trace of `inputs`; a narrower range replaces
-// the one kept for the same argument, m, c and input dtypes.
+// Adds a trace's notes on its Python int arguments ((arg, lo, hi, dtype, m, c, expression) tuples
+// from kiln._scalar_expr.notes) to e.scalar_bounds, for a trace of `inputs`; a narrower range
+// replaces the one kept for the same argument, m, c, expression and input dtypes.
 void add_scalar_bounds(Entry& e, nb::handle notes, const std::vector<Tensor>& inputs);
 // JitFunction.stats(): the counts of every entry's Function, summed.
 nb::dict stats_of(const std::vector<std::unique_ptr<Entry>>& entries);

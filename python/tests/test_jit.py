@@ -329,6 +329,53 @@ def test_values_computed_from_python_int_arguments_are_bounded_as_in_numpy():
 
 
 @pytest.mark.llvm
+def test_values_computed_from_several_python_int_arguments_are_bounded_as_in_numpy():
+    # numpy computes s + t, s * t, (s - 2 * t) ** 2 and abs(s - t) with Python ints and raises
+    # OverflowError where the value meets an int8 array out of its range; kiln computed them in
+    # int64 and wrapped them into int8 (x + (100 + 28) gave x - 128).
+    x = np.arange(-3, 4, dtype=np.int8)
+    cases = [
+        (lambda x, s, t: x + (s + t), [(10, 20), (100, 24), (-100, -25)], [(100, 28), (-100, -29), (2**62, 2**62)]),
+        (lambda x, s, t: x + s * t, [(3, 4), (-8, 15), (124, 1)], [(30, 40), (-1, 129), (2**40, 2**40)]),
+        (lambda x, s, t: x - (s - 2 * t) ** 2, [(3, 4), (11, 0), (-1, 5)], [(12, 0), (0, 6)]),
+        (lambda x, s, t: abs(s - t) + x, [(-50, 70), (0, 0)], [(-60, 70), (70, -60)]),
+        (lambda x, s, t: x + (t - s) * 3, [(1, 2), (-5, 30)], [(0, 43), (43, 0)]),
+    ]
+    for fn, fine, overflow in cases:
+        f = kiln.jit(fn)
+        for s, t in fine:
+            np.testing.assert_array_equal(f(x, s, t), fn(x, s, t))
+        for s, t in overflow:
+            with pytest.raises(OverflowError):
+                fn(x, s, t)  # numpy raises, so must kiln
+            with pytest.raises(OverflowError, match=rf"argument 1 \('s'\) is {s}, argument 2 \('t'\) is {t}, "
+                                                    r"which makes .* out of bounds for int8"):
+                f(x, s, t)
+        np.testing.assert_array_equal(f(x, *fine[0]), fn(x, *fine[0]))  # still usable
+    with pytest.raises(OverflowError, match=r"which makes s \+ t = 128: Python integer 128 out of bounds for "
+                                            r"int8 beside an int8 tensor"):
+        kiln.jit(lambda x, s, t: x + (s + t))(x, 100, 28)  # the call that traces raises too
+    # Beside a float, in a comparison or as an output the value must fit int64, where kiln computes
+    # it (it wrapped: 2**32 * 2**32 gave 0); below that kiln gives numpy's answer.
+    z = np.arange(3, dtype=np.float32)
+    for fn in (lambda z, s, t: z + s * t, lambda z, s, t: z < s * t - 1, lambda z, s, t: (z, s * t)):
+        f = kiln.jit(fn)
+        got, want = f(z, 2**31, 2**31), fn(z, 2**31, 2**31)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_array_equal(g, w)
+        with pytest.raises(OverflowError, match="out of bounds for int64, the dtype kiln computes it in"):
+            f(z, 2**32, 2**32)
+    # int64 powers: a negative exponent is a float in Python, past 2**64 is past int64.
+    p = kiln.jit(lambda z, s, t: z + s**t)
+    np.testing.assert_array_equal(p(z, 3, 5), z + 3**5)
+    np.testing.assert_array_equal(p(z, -1, 2**40 + 1), z - 1)
+    with pytest.raises(ValueError, match="Integers to negative integer powers"):
+        p(z, 2, -1)
+    with pytest.raises(OverflowError, match=r"2 \*\* 70 is past int64"):
+        p(z, 2, 70)
+
+
+@pytest.mark.llvm
 def test_python_int_arguments_compare_with_narrow_integer_tensors_as_in_numpy():
     # numpy compares an int8 array with 1000 (all less); kiln narrowed 1000 to int8 and raised.
     x = np.array([-128, -1, 0, 127], np.int8)
