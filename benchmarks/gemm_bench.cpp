@@ -433,6 +433,18 @@ bool peers_capped_to_avx2() {
   return isa && strcasecmp(isa, "avx2") == 0;
 }
 
+// The newest OpenBLAS core type whose kernels this CPU runs (nullptr: none past the generic).
+const char* newest_openblas_core() {
+  return __builtin_cpu_supports("avx512bf16") ? "Cooperlake"
+         : __builtin_cpu_supports("avx512f")  ? "SkylakeX"
+         : __builtin_cpu_supports("avx2")     ? "Haswell"
+                                              : nullptr;
+}
+
+// Set in the environment of the restarted benchmark, so that it tells its own OPENBLAS_CORETYPE
+// from one the user's environment set.
+constexpr const char* kCoretypeSetHere = "KILN_BENCH_OPENBLAS_CORETYPE_SET";
+
 void match_peer_isas(char** argv) {
   if (peers_capped_to_avx2()) {
     setenv("DNNL_MAX_CPU_ISA", "AVX2", 0);
@@ -444,12 +456,10 @@ void match_peer_isas(char** argv) {
   if (peers_capped_to_avx2() && __builtin_cpu_supports("avx2"))
     want = "Haswell";
   else if (core == "Prescott")
-    want = __builtin_cpu_supports("avx512bf16") ? "Cooperlake"
-           : __builtin_cpu_supports("avx512f")  ? "SkylakeX"
-           : __builtin_cpu_supports("avx2")     ? "Haswell"
-                                                : nullptr;
+    want = newest_openblas_core();
   if (!want || strcasecmp(core.c_str(), want) == 0) return;
   setenv("OPENBLAS_CORETYPE", want, 1);
+  setenv(kCoretypeSetHere, "1", 1);
   execv("/proc/self/exe", argv);
   std::perror("gemm_bench: re-exec with OPENBLAS_CORETYPE failed");
 }
@@ -474,6 +484,16 @@ int main(int argc, char** argv) {
   if (peers_capped_to_avx2())
     std::printf("peers capped to AVX2 with kiln: DNNL_MAX_CPU_ISA=%s, LIBXSMM_TARGET=%s\n",
                 std::getenv("DNNL_MAX_CPU_ISA"), std::getenv("LIBXSMM_TARGET"));
+  // A machine's environment may cap OpenBLAS (one here exported OPENBLAS_CORETYPE=Haswell on an
+  // AVX-512 CPU: 191 GFLOP/s at 2048^3 instead of 363): its ratios are then against less than
+  // the library's best, which the table must not hide.
+  const char* newest = newest_openblas_core();
+  if (std::getenv("OPENBLAS_CORETYPE") && !std::getenv(kCoretypeSetHere) &&
+      !peers_capped_to_avx2() && newest && strcasecmp(openblas_get_corename(), newest) != 0)
+    std::printf(
+        "WARNING: OPENBLAS_CORETYPE=%s from the environment keeps OpenBLAS below this CPU's %s "
+        "kernels; unset it to compare with OpenBLAS's best\n",
+        std::getenv("OPENBLAS_CORETYPE"), newest);
   std::printf("paired rounds: %d, about %.0f ms per contender per round; operands: %s\n",
               opt.rounds, opt.burst_s * 1e3,
               g_operand_align ? "on 64-byte lines (--align=64)" : "from malloc (16-byte aligned)");
