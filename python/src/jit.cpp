@@ -118,7 +118,14 @@ class JitFunction {
       bool same = true;
       for (size_t i = 0; i < in.size() && same; ++i) same = b.inputs[i] == in[i].dtype();
       if (!same) continue;
-      if (!b.expr.is_none()) {  // raises OverflowError naming the arguments
+      if (!b.expr.is_none()) {
+        PyObject* passed = PyObject_CallOneArg(b.fast.ptr(), args);
+        if (!passed) throw nb::python_error();
+        const int ok = PyObject_IsTrue(passed);
+        Py_DECREF(passed);
+        if (ok < 0) throw nb::python_error();
+        if (ok) continue;
+        // Raises OverflowError naming the arguments and the value.
         if (!check_expr_) check_expr_ = nb::module_::import_("kiln._scalar_expr").attr("check");
         check_expr_(b.expr, b.lo, b.hi, b.dtype, nb::handle(args), name_, param_names_);
         continue;

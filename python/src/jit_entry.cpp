@@ -69,7 +69,8 @@ void add_scalar_bounds(Entry& e, nb::handle notes, const std::vector<Tensor>& in
                          {},
                          nb::borrow(t[4]),
                          nb::borrow(t[5]),
-                         nb::borrow(t[6])};
+                         nb::borrow(t[6]),
+                         nb::borrow(t[7])};
     for (const Tensor& in : inputs) b.inputs.push_back(in.dtype());
     auto same = std::find_if(e.scalar_bounds.begin(), e.scalar_bounds.end(),
                              [&](const Entry::ScalarBound& o) {

@@ -34,6 +34,7 @@ struct Entry {
     std::vector<DType> inputs;  // the dtypes of the traced inputs
     nb::object m, c;            // Python ints
     nb::object expr;            // None for m * s + c
+    nb::object fast;            // expr's check of a call's arguments: True where it passes
   };
   std::vector<ScalarBound> scalar_bounds;
   uint64_t scalar_bounds_version = 0;  // counts the changes to scalar_bounds
@@ -70,9 +71,9 @@ constexpr size_t kMaxKnown = 16;
 const Entry::Known* find_known(Entry& e, std::span<const Array> in);
 // Records that `e` compiled the signature of `in`, giving `outs`.
 void remember(Entry& e, std::span<const Array> in, const std::vector<Array>& outs);
-// Adds a trace's notes on its Python int arguments ((arg, lo, hi, dtype, m, c, expression) tuples
-// from kiln._scalar_expr.notes) to e.scalar_bounds, for a trace of `inputs`; a narrower range
-// replaces the one kept for the same argument, m, c, expression and input dtypes.
+// Adds a trace's notes on its Python int arguments ((arg, lo, hi, dtype, m, c, expression, fast
+// check) tuples from kiln._scalar_expr.notes) to e.scalar_bounds, for a trace of `inputs`; a
+// narrower range replaces the one kept for the same argument, m, c, expression and input dtypes.
 void add_scalar_bounds(Entry& e, nb::handle notes, const std::vector<Tensor>& inputs);
 // JitFunction.stats(): the counts of every entry's Function, summed.
 nb::dict stats_of(const std::vector<std::unique_ptr<Entry>>& entries);
