@@ -107,10 +107,7 @@ def value(e, args):
     if kind == "lin":
         return sum(m * args[arg] for arg, m in e[1]) + e[2]
     if kind == "abs":
-        v = value(e[1], args)
-        if not _INT64_MIN <= v <= _INT64_MAX:
-            raise _PastInt64(str(v))
-        return abs(v)
+        return _abs64(value(e[1], args))
     a, b = value(e[1], args), value(e[2], args)
     if kind == "add":
         return a + b
@@ -123,9 +120,7 @@ def value(e, args):
             f"Integers to negative integer powers are not allowed ({text(e)} with the exponent "
             f"{b}: Python's result is a float, the traced one an integer)"
         )
-    if abs(a) > 1 and b > 64:  # at least 2**65: past int64, too large to compute
-        raise _PastInt64(f"{a} ** {b}")
-    return a**b
+    return _pow64(a, b)
 
 
 def text(e, names=None, code=False):
@@ -153,6 +148,9 @@ def text(e, names=None, code=False):
     return f"({text(e[1], names, code)} {_OPS[kind]} {text(e[2], names, code)})"
 
 
+# abs and ** as kiln's int64 graph can follow them (value() and _fast_check's code): abs of a
+# value past int64 differs there, and a power past 2**64 is too large to compute (a negative
+# exponent: value() raises numpy's ValueError first).
 def _abs64(v):
     if not _INT64_MIN <= v <= _INT64_MAX:
         raise _PastInt64(str(v))
@@ -223,8 +221,11 @@ def notes(noted):
     out = []
     for e, (lo, hi, name) in sorted(noted.items(), key=repr):
         one = single(e)
-        out.append((*one[:1], lo, hi, name, *one[1:], None, None) if one else
-                   (0, lo, hi, name, 1, 0, e, _fast_check(e, lo, hi)))
+        if one is not None:
+            arg, m, c = one
+            out.append((arg, lo, hi, name, m, c, None, None))
+        else:
+            out.append((0, lo, hi, name, 1, 0, e, _fast_check(e, lo, hi)))
     return out
 
 
