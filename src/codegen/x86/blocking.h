@@ -28,6 +28,9 @@ struct CacheSizes {
   // cores do, and of up to 64 columns over a tall C, where they do not (transposed_path.cpp),
   // and a prepacked B longer K blocks (blocking.cpp, zen_prepacked).
   bool amd_zen = false;
+  // AMD's Zen 5 (family 1Ah). Few rows against a B past the L2s pack B in the kernels of the
+  // first row tile (gemm_driver.cpp, kZen5BInKernelMaxRows), as split_256 cores do everywhere.
+  bool amd_zen5 = false;
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -21,6 +21,7 @@ HostCpu detect() {
   // Hygon's cores are Zen 1's.
   const bool hygon = cpu.isVendor("HYGON") && cpu.familyId() == 0x18;
   h.caches.amd_zen = (cpu.isVendor("AMD") && cpu.familyId() >= 0x17) || hygon;
+  h.caches.amd_zen5 = cpu.isVendor("AMD") && cpu.familyId() == 0x1A;
   h.caches.split_256 =
       (cpu.isVendor("AMD") && cpu.familyId() == 0x17 && cpu.modelId() < 0x30) || hygon;
   // The L2 and L3 sizes the JIT's device info reads (L2's is also in the disk cache's device

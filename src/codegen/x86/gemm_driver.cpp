@@ -126,6 +126,46 @@ constexpr int64_t kStreamOverDirect = 64 * 1024;
 // The packed path's largest volume (M * N * K) with symbolic dims that runs on one thread.
 constexpr int64_t kPackedSplitMaxVolume = 128 * 1024;
 
+// B packed by the kernels of the first row tile over each panel, which read its rows in place
+// (PackedBlocking::b_rs), instead of by pack_b_block before them: its rows come from memory while
+// the kernel's FMAs run. Each packed element feeds every row tile of the task; with few tiles the
+// packing weighs most.
+// On split-256 cores, every packed plan that can. AMD EPYC Zen 1, paired plans, 2 threads,
+// against B packed before them: 35x1811x2726 1.10x (pack_b_rows16 had 16% of its samples),
+// 48x1811x2726 1.09x, 35x500x2726 1.12x, 64x4096x1024 1.03x, 24x4096x1024 1.04x, 100x1000x1000
+// 1.03x, 48x4096x1024 1.02x (1.00-1.16), 128x4096x1024 1.02x (0.94-1.02), 512^3 1.00x
+// (0.97-1.00). With several MC blocks the first block's calls pack (run_packed's b_fresh);
+// paired plans against B packed before them, 2 threads: 384^3 1.03x, 512^3 1.01-1.02x,
+// 517x333x701 1.02x, 1000x4000x300 1.02x, 768^3 1.01x, 1000^3 1.00-1.02x, 2048^3 1.01x, 256^3
+// 1.01x (0.99-1.03), 4000x1000x300 1.00x, 512^3 with A transposed 1.00x (pack_b_rows16 had 2.9%
+// of 512^3's samples; the packing calls 3.1%, with the FMAs beside them). Not on Intel's Xeon
+// (AVX-512: 16x1024x1024 0.81-1.02x, 128x4096x1024 0.85-0.90x) nor the Zen 3 (AVX2: 48x4096x1024
+// 0.91x, 24x4096x1024 0.82x, 128x4096x1024 0.96x).
+// On a Zen 5 (AMD EPYC family 1Ah), for at most kZen5BInKernelMaxRows rows against a B whose
+// share per column task is past kZen5BInKernelMinL2s L2s. Paired plans, 2 threads, AVX-512
+// (where A is then packed before the kernels instead of by them, blk.a_rs): 16x4096x1024 1.42x,
+// 13x4096x1024 1.36x, 32x4096x1024 1.24x, 48x4096x1024 1.14x, 64x4096x1024 1.12x, 96x4096x1024
+// 1.07x, 128x4096x1024 1.02x, 32x1024x4096 1.22x, 24x1811x2726 1.76x, 32x1200x1200 1.32x,
+// 64x1200x1200 1.16x, 32x2048x2048 1.18x, 64x2048x2048 1.06x, 128x2048x2048 1.06x, 32x2000x1000
+// 1.27x, 32x11008x4096 1.33x, 32x4096x11008 1.07x, 64x4096x4096 1.18x; AVX2: 16x4096x1024
+// 1.09x, 32x4096x1024 1.10x, 128x4096x1024 1.05x, 32x1200x1200 1.14x, 64x2048x2048 1.08x. Where
+// B's share fits twice L2: 32x1024x1024 0.92-0.98x (AVX2 0.94x), 64x1024x1024 0.95-0.98x,
+// 96x1024x1024 0.98x, 32x1000x1000 1.01x, 64x1000x1000 1.03x; past the rows: 192x4096x1024
+// 0.995x, 256x4096x1024 0.97x, 512^3 0.91x, 1000^3 0.91x, 2048^3 0.95x.
+constexpr int64_t kZen5BInKernelMaxRows = 128;
+constexpr int64_t kZen5BInKernelMinL2s = 2;
+
+bool b_packed_in_kernels(const GemmProblem& p, const PackedBlocking& blk, bool prepacked_b,
+                         const CacheSizes& caches) {
+  if (prepacked_b || blk.rows_outer || blk.tk != 1 || p.N < blk.NR || p.b.col_stride != 1 ||
+      p.b.row_stride <= 0 || p.b.row_stride > kPackedMaxBRowStride)
+    return false;
+  if (caches.split_256) return true;
+  const int64_t task_b_bytes = p.K * ceil_div(p.N, blk.tn) * int64_t(sizeof(float));
+  return caches.amd_zen5 && p.M <= kZen5BInKernelMaxRows &&
+         task_b_bytes > kZen5BInKernelMinL2s * caches.l2_bytes;
+}
+
 }  // namespace
 
 bool direct_disp_fits(const GemmProblem& p, int64_t rows, int64_t cols, int64_t b_rs) {
@@ -445,24 +485,12 @@ std::shared_ptr<const GemmPlan> GemmPlan::make(const GemmProblem& p, Isa isa, in
   // transposes) 0.98-1.05x, not taken. AVX2 on an AMD EPYC Zen 1 (B packed in the kernels too),
   // paired plans against pack_a_panel6: 384^3 1.02x, 512^3 1.01x, 768^3 1.01x, 1000^3 1.00x,
   // 517x333x701 1.00x, 256^3 0.98x, 300x200x500 0.98x; not taken.
-  if (isa == Isa::avx512 && p.a.col_stride == 1 && p.a.row_stride > 0 &&
-      p.a.row_stride <= kPackedMaxARowStride)
-    s.blk.a_rs = p.a.row_stride;
-  // B packed by the kernels of the first row tile over each panel, which read its rows in place
-  // (s.blk.b_rs), instead of by pack_b_block before them: its rows come from memory while the
-  // kernel's FMAs run. Only on split-256 cores, where it was measured: AMD EPYC Zen 1, paired
-  // plans, 2 threads, against B packed before them: 35x1811x2726 1.10x (pack_b_rows16 had 16% of
-  // its samples), 48x1811x2726 1.09x, 35x500x2726 1.12x, 64x4096x1024 1.03x, 24x4096x1024 1.04x,
-  // 100x1000x1000 1.03x, 48x4096x1024 1.02x (1.00-1.16), 128x4096x1024 1.02x (0.94-1.02), 512^3
-  // 1.00x (0.97-1.00). Each packed element feeds every row tile of the task; with few tiles the
-  // packing weighed most. With several MC blocks the first block's calls pack (run_packed's
-  // b_fresh); paired plans against B packed before them, 2 threads: 384^3 1.03x, 512^3 1.01-1.02x,
-  // 517x333x701 1.02x, 1000x4000x300 1.02x, 768^3 1.01x, 1000^3 1.00-1.02x, 2048^3 1.01x, 256^3
-  // 1.01x (0.99-1.03), 4000x1000x300 1.00x, 512^3 with A transposed 1.00x (pack_b_rows16 had 2.9%
-  // of 512^3's samples; the packing calls 3.1%, with the FMAs beside them).
-  if (caches.split_256 && !prepacked_b && !s.blk.rows_outer && s.blk.tk == 1 && p.N >= s.blk.NR &&
-      p.b.col_stride == 1 && p.b.row_stride > 0 && p.b.row_stride <= kPackedMaxBRowStride)
+  // The kernels pack one operand: B where b_packed_in_kernels says so (above), else A.
+  if (b_packed_in_kernels(p, s.blk, prepacked_b, caches))
     s.blk.b_rs = p.b.row_stride;
+  else if (isa == Isa::avx512 && p.a.col_stride == 1 && p.a.row_stride > 0 &&
+           p.a.row_stride <= kPackedMaxARowStride)
+    s.blk.a_rs = p.a.row_stride;
   const PackedBlocking& b = s.blk;
   for (int acc = 0; acc < 2; ++acc) {
     for (int last = 0; last < 2; ++last) {
