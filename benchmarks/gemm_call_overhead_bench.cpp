@@ -157,6 +157,7 @@ int main(int argc, char** argv) {
   libxsmm_init();
   measure(16, 16, 16, rounds);
   measure(23, 57, 91, rounds);
+  measure(32, 32, 32, rounds);
   measure(64, 64, 64, rounds);
   return 0;
 }

@@ -123,11 +123,18 @@ void DirectGen::k_step(int mr, int nv, int last_n, int64_t k, bool looped, bool 
     else
       v_.load_masked(bj, bmem(j), last_n);
   }
-  const bool embed = v_.avx512() && nv <= 2;
+  // AVX-512: with one column vector the A element is a {1to16} operand of the FMA itself; with
+  // more, a register broadcast loads it once (the last row of two vectors keeps the embedded
+  // form, as the packed kernel's does). Embedded in both FMAs of a two-vector row, a 14-row tile
+  // issued 30 loads per 28 FMAs and the loads bound it: on the AMD EPYC Zen 5, 1 thread,
+  // gemm_call_overhead_bench, 32^3 0.78x of LIBXSMM -> 1.00x; gemm_bench against OpenBLAS, two
+  // runs each (GFLOP/s, old -> new): 32^3 154-171 -> 204-217, 17^3 75-78 -> 102-106, 24^3 122-123
+  // -> 152-159, 64x32x64 172-184 -> 216-223, 10x100x100 158-163 -> 193-201, 128x32x128 284-294
+  // -> 348-388, 14x512x512 297-298 -> 397-417.
   const ax::Vec bc = v_.vec(nacc_ + nv);
   for (int i = 0; i < mr; ++i) {
     ax::Mem ai = ax::dword_ptr(abase, adisp + int32_t(i * d_.a_rs * 4));
-    if (embed) {
+    if (v_.avx512() && (nv == 1 || (nv == 2 && i == mr - 1))) {
       for (int j = 0; j < nv; ++j)
         a_.vfmadd231ps(acc_reg(v_, nv, i, j), v_.vec(nacc_ + j), ai._1to16());
     } else {
@@ -397,13 +404,13 @@ DirectTiling direct_tiling(bool avx512, int64_t M, int64_t N, int64_t rows_cap) 
     return t;
   }
   t.vectors = int(std::min<int64_t>(nvec, avx512 ? 4 : 2));
-  // Besides the accumulators: nv B vectors and a broadcast register (AVX-512 with nv <= 2
+  // Besides the accumulators: nv B vectors and a broadcast register (AVX-512 with nv == 1
   // broadcasts inside the FMA instead); and at least 4 epilogue temporaries. (AVX2 kept a register
   // for an edge mask until its edges took xmm moves; the 4 temporaries bound the same tilings.)
   const int regs = avx512 ? 32 : 16;
   // rows_cap: where A's rows crowd into few L1 sets (gemm_driver.cpp's direct_rows_cap).
   auto rows_for = [&](int nv) {
-    const int others = avx512 ? nv + (nv <= 2 ? 0 : 1) : nv + 1;
+    const int others = avx512 ? nv + (nv == 1 ? 0 : 1) : nv + 1;
     const int rows = std::min((regs - others) / nv, (regs - 4) / nv);
     return rows_cap > 0 ? int(std::min<int64_t>(rows, rows_cap)) : rows;
   };

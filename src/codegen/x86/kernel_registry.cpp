@@ -125,7 +125,7 @@ struct DescHash {
 //   address) | code (with those bytes zero)
 
 constexpr char kBlobMagic[8] = {'K', 'I', 'L', 'N', 'X', '8', '6', 'B'};
-constexpr uint64_t kBlobVersion = 21;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
+constexpr uint64_t kBlobVersion = 22;  // 6: KernelDesc::bias_bcast; 7: b_prefetch; 8: rows_cap;
                                        // 9: cols_outer; 10: has_col_scale; 11: k_align;
                                        // 12: no b_prefetch past the last K block;
                                        // 13: AVX2 edges by xmm moves, not vmaskmovps;
@@ -136,7 +136,8 @@ constexpr uint64_t kBlobVersion = 21;  // 6: KernelDesc::bias_bcast; 7: b_prefet
                                        // 18: gelu's ratio in x, its constants moved;
                                        // 19: narrow AVX2 packed edge tiles;
                                        // 20: direct tiles prefetch A's next rows, C's next tile;
-                                       // 21: stream kernels over a few rows of C
+                                       // 21: stream kernels over a few rows of C;
+                                       // 22: direct tiles of two vectors broadcast A once
 constexpr uint64_t kMaxRelocs = 64;    // one per kernel today
 constexpr uint64_t kBlobHeaderBytes = 8 + 8 * 8;
 constexpr uint64_t kMaxCodeBytes = uint64_t{1} << 20;  // real kernels are a few KiB
