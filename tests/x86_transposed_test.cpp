@@ -28,6 +28,7 @@ CacheSizes host_caches(bool split_256) {
   CacheSizes c = host_cpu().caches;
   c.split_256 = split_256;
   c.amd_zen = split_256;
+  c.amd_zen5 = false;
   return c;
 }
 bool takes_transposed(Shape s, Isa isa, int threads = 2, Layout la = Layout::transposed,
@@ -278,6 +279,54 @@ TEST_CASE("x86 gemm: x.T @ w of up to 64 columns over a tall C runs as its trans
       INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)
                << " B " << layout_name(lb) << " variant " << variant);
       auto plan = GemmPlan::make(c.problem(), Isa::avx2, threads, false, zen3);
+      CHECK(runs_transposed(*plan, c));
+      CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+      ++variant;
+    }
+  }
+}
+
+TEST_CASE("x86 gemm: on a Zen 5, AVX-512 runs x.T @ w of 17-64 columns as its transpose",
+          "[x86][gemm][transposed]") {
+  if (!isa_supported(Isa::avx512)) {
+    std::printf("SKIPPED: this CPU has no AVX-512; the Zen 5's AVX-512 plans are not run\n");
+    return;
+  }
+  // transposed_path.cpp, wide_pays: the Zen 3's AVX2 rule (past a vector of columns, here 16, up
+  // to 64; M at least 16 N; K at least 512, 256 up to 32 columns), where direct_k does not fit
+  // (a C of more than 32 Ki floats here).
+  CacheSizes zen5 = zen3_caches();
+  zen5.l2_bytes = 1 << 20;
+  zen5.amd_zen5 = true;
+  auto taken = [&](Shape s, const CacheSizes& caches, int threads = 2) {
+    Case c(s, Layout::transposed, Layout::row_major, EpiKind{}, 9400);
+    return runs_transposed(*GemmPlan::make(c.problem(), Isa::avx512, threads, false, caches), c);
+  };
+  CHECK(taken({1100, 40, 530}, zen5));
+  CHECK(taken({2048, 17, 256}, zen5));
+  CHECK(taken({1040, 64, 512}, zen5));
+  CHECK_FALSE(taken({2048, 16, 512}, zen5));           // one vector of columns: the narrow rule's
+  CHECK_FALSE(taken({1024, 32, 1024}, zen5));          // C of 32 Ki floats: direct_k
+  CHECK_FALSE(taken({1040, 64, 511}, zen5));           // K short
+  CHECK_FALSE(taken({1100, 40, 530}, zen3_caches()));  // not the Zen 5
+  // Against the reference, as the Zen 3's case above: N just past a vector, odd, 64; M with
+  // tails; every epilogue (the column scale too); A transposed or padded; B in every layout; 1
+  // and 2 threads; every pool.
+  const std::vector<Shape> shapes = {
+      {2048, 17, 256}, {1100, 40, 530}, {1040, 64, 512}, {1500, 33, 600}};
+  const Layout a_layouts[] = {Layout::transposed, Layout::transposed_padded};
+  const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
+                              Layout::padded, Layout::reversed_rows};
+  int variant = 0;
+  for (const Shape& s : shapes) {
+    for (int threads : {1, 2}) {
+      const Layout la = a_layouts[variant % 2], lb = b_layouts[variant / 2 % 5];
+      EpiKind e = kEpilogueCycle[variant % 4];
+      e.col_scale = variant % 3 == 0;
+      Case c(s, la, lb, e, uint32_t(9450 + variant));
+      INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)
+               << " B " << layout_name(lb) << " variant " << variant);
+      auto plan = GemmPlan::make(c.problem(), Isa::avx512, threads, false, zen5);
       CHECK(runs_transposed(*plan, c));
       CHECK(worst_on_every_pool(*plan, c) <= 1.0);
       ++variant;

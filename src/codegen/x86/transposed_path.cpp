@@ -80,6 +80,14 @@ constexpr int64_t kTransposedMinWork = 512;
 // 1000x80x1000 0.99x, 1000x128x1000 1.02x, 2048x256x2048 0.99x). The scratch C^T is bounded
 // (kTransposedWideMaxScratch floats, 8 MiB); a taller C keeps the packed plan. Not measured on
 // Intel's cores or on cores that split 256-bit ops: neither takes it.
+// On a Zen 5 (CacheSizes::amd_zen5) AVX-512 takes it too (17-64 columns there), where direct_k
+// does not fit (k_split.cpp, direct_k_fits: a C of at most 32 Ki floats). Paired plans, 2
+// threads, against the plans before (packed): 4096x64x4096 1.44-1.47x (B transposed too 1.40x),
+// 2048x64x2048 1.45x, 1024x64x8192 1.41x, 8192x64x1024 1.40x, 2000x64x2000 1.65x, 1024x64x1024
+// 1.04x, 2048x64x512 1.00x, 4096x48x1024 1.62x, 3000x40x600 1.76x, 1100x36x700 1.31x,
+// 1000x40x1000 1.31x, 1000x48x1000 1.09x, 4096x32x4096 1.73x, 2048x32x2048 1.70x, 4096x24x4096
+// 1.98x, 2000x17x1000 2.21x. Against direct_k, where it fits: 1024x32x8192 0.63-0.78x,
+// 512x32x512 0.78x, 1000x32x256 0.85x, 512x64x512 1.00x, 1000x20x1000 1.13x: not taken there.
 constexpr int64_t kTransposedWideMaxCols = 64;
 constexpr int64_t kTransposedWideMinRowsPerCol = 16;
 constexpr int64_t kTransposedWideMinK = 512;
@@ -118,9 +126,12 @@ bool narrow_pays(const GemmProblem& p, Isa isa, const CacheSizes& caches) {
 
 // ... and with more, up to kTransposedWideMaxCols (the rule above it). M is at least 16 N: the
 // transposed problem, N' = M, does not come back here.
-bool wide_pays(const GemmProblem& p, Isa isa, const CacheSizes& caches) {
-  return caches.amd_zen && !caches.split_256 && isa == Isa::avx2 && p.N > isa_lanes(isa) &&
-         p.N <= kTransposedWideMaxCols && p.M >= kTransposedWideMinRowsPerCol * p.N &&
+bool wide_pays(const GemmProblem& p, Isa isa, int threads, const CacheSizes& caches) {
+  const bool zen_avx2 = caches.amd_zen && !caches.split_256 && isa == Isa::avx2;
+  const bool zen5_avx512 = caches.amd_zen5 && isa == Isa::avx512 &&
+                           !direct_k_fits(p.M, p.N, p.K, std::max(1, threads), isa);
+  return (zen_avx2 || zen5_avx512) && p.N > isa_lanes(isa) && p.N <= kTransposedWideMaxCols &&
+         p.M >= kTransposedWideMinRowsPerCol * p.N &&
          p.K >=
              (p.N <= kTransposedWideShortKMaxCols ? kTransposedWideShortK : kTransposedWideMinK) &&
          p.M * p.N <= kTransposedWideMaxScratch;
@@ -131,7 +142,7 @@ bool wide_pays(const GemmProblem& p, Isa isa, const CacheSizes& caches) {
 bool GemmPlan::Impl::plan_transposed(const GemmProblem& p, const KernelDesc& base, int threads,
                                      const CacheSizes& caches) {
   if (p.dynamic_m || p.dynamic_nk || p.a.row_stride != 1 || p.a.col_stride == 1 ||
-      !(narrow_pays(p, isa, caches) || wide_pays(p, isa, caches)))
+      !(narrow_pays(p, isa, caches) || wide_pays(p, isa, threads, caches)))
     return false;
   // The epilogue's kernel reads C at its own strides, with no K steps (A's and B's are unread).
   if (base.has_epilogue() && !direct_disp_fits(p, p.M, p.N, p.N)) return false;
