@@ -53,6 +53,31 @@ bool runs_transposed(const GemmPlan& plan, Case& c) {
   return stats().transposed_calls > before.transposed_calls;
 }
 
+// Each shape on 1 and 2 threads, planned for `caches` on `isa`: the plan runs the transposed
+// problem and matches the reference (every pool). Variants cycle the epilogues (a column scale
+// every third), A transposed or padded, B in every layout; seeds from `seed`.
+void check_wide_transposed(const std::vector<Shape>& shapes, Isa isa, const CacheSizes& caches,
+                           uint32_t seed) {
+  const Layout a_layouts[] = {Layout::transposed, Layout::transposed_padded};
+  const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
+                              Layout::padded, Layout::reversed_rows};
+  int variant = 0;
+  for (const Shape& s : shapes) {
+    for (int threads : {1, 2}) {
+      const Layout la = a_layouts[variant % 2], lb = b_layouts[variant / 2 % 5];
+      EpiKind e = kEpilogueCycle[variant % 4];
+      e.col_scale = variant % 3 == 0;
+      Case c(s, la, lb, e, seed + uint32_t(variant));
+      INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)
+               << " B " << layout_name(lb) << " variant " << variant);
+      auto plan = GemmPlan::make(c.problem(), isa, threads, false, caches);
+      CHECK(runs_transposed(*plan, c));
+      CHECK(worst_on_every_pool(*plan, c) <= 1.0);
+      ++variant;
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("x86 gemm: x.T @ w with 2-8 columns runs as its transpose", "[x86][gemm][transposed]") {
@@ -266,24 +291,7 @@ TEST_CASE("x86 gemm: x.T @ w of up to 64 columns over a tall C runs as its trans
   const std::vector<Shape> shapes = {{144, 9, 512},  {333, 17, 515},  {400, 24, 600},
                                      {700, 20, 700}, {1024, 64, 512}, {1100, 40, 530},
                                      {600, 30, 300}};
-  const Layout a_layouts[] = {Layout::transposed, Layout::transposed_padded};
-  const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
-                              Layout::padded, Layout::reversed_rows};
-  int variant = 0;
-  for (const Shape& s : shapes) {
-    for (int threads : {1, 2}) {
-      const Layout la = a_layouts[variant % 2], lb = b_layouts[variant / 2 % 5];
-      EpiKind e = kEpilogueCycle[variant % 4];
-      e.col_scale = variant % 3 == 0;
-      Case c(s, la, lb, e, uint32_t(9300 + variant));
-      INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)
-               << " B " << layout_name(lb) << " variant " << variant);
-      auto plan = GemmPlan::make(c.problem(), Isa::avx2, threads, false, zen3);
-      CHECK(runs_transposed(*plan, c));
-      CHECK(worst_on_every_pool(*plan, c) <= 1.0);
-      ++variant;
-    }
-  }
+  check_wide_transposed(shapes, Isa::avx2, zen3, 9300);
 }
 
 TEST_CASE("x86 gemm: on a Zen 5, AVX-512 runs x.T @ w of 17-64 columns as its transpose",
@@ -314,22 +322,5 @@ TEST_CASE("x86 gemm: on a Zen 5, AVX-512 runs x.T @ w of 17-64 columns as its tr
   // and 2 threads; every pool.
   const std::vector<Shape> shapes = {
       {2048, 17, 256}, {1100, 40, 530}, {1040, 64, 512}, {1500, 33, 600}};
-  const Layout a_layouts[] = {Layout::transposed, Layout::transposed_padded};
-  const Layout b_layouts[] = {Layout::row_major, Layout::transposed, Layout::strided,
-                              Layout::padded, Layout::reversed_rows};
-  int variant = 0;
-  for (const Shape& s : shapes) {
-    for (int threads : {1, 2}) {
-      const Layout la = a_layouts[variant % 2], lb = b_layouts[variant / 2 % 5];
-      EpiKind e = kEpilogueCycle[variant % 4];
-      e.col_scale = variant % 3 == 0;
-      Case c(s, la, lb, e, uint32_t(9450 + variant));
-      INFO(s.M << "x" << s.N << "x" << s.K << " threads " << threads << " A " << layout_name(la)
-               << " B " << layout_name(lb) << " variant " << variant);
-      auto plan = GemmPlan::make(c.problem(), Isa::avx512, threads, false, zen5);
-      CHECK(runs_transposed(*plan, c));
-      CHECK(worst_on_every_pool(*plan, c) <= 1.0);
-      ++variant;
-    }
-  }
+  check_wide_transposed(shapes, Isa::avx512, zen5, 9450);
 }

@@ -29,7 +29,8 @@ struct CacheSizes {
   // and a prepacked B longer K blocks (blocking.cpp, zen_prepacked).
   bool amd_zen = false;
   // AMD's Zen 5 (family 1Ah). Few rows against a B past the L2s pack B in the kernels of the
-  // first row tile (gemm_driver.cpp, kZen5BInKernelMaxRows), as split_256 cores do everywhere.
+  // first row tile (gemm_driver.cpp, kZen5BInKernelMaxRows), as split_256 cores do everywhere;
+  // AVX-512 runs x.T @ w of 17-64 columns as its transpose (transposed_path.cpp, wide_pays).
   bool amd_zen5 = false;
 };
 
